@@ -1,0 +1,29 @@
+// Shared basics: error reporting, RNG, timing, small helpers.
+// Library code never exits: a function that can fail returns MHAR_OK or
+// MHAR_ERR and leaves a message (file, field, reason) in mhar_error().
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#define MHAR_OK 0
+#define MHAR_ERR (-1)
+
+// Record an error message (printf-style) and return MHAR_ERR.
+int mhar_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// The last recorded message ("" if none).
+const char *mhar_error(void);
+
+// Deterministic RNG (xoshiro256**-style state, splitmix64-seeded); its state
+// is part of a checkpoint so a resumed run draws the same numbers.
+typedef struct { uint64_t s[4]; } Rng;
+void rng_seed(Rng *r, uint64_t seed);
+uint64_t rng_next(Rng *r);
+float rng_uniform(Rng *r);            // [0, 1)
+float rng_normal(Rng *r);             // N(0, 1), Box-Muller
+uint64_t rng_below(Rng *r, uint64_t n); // uniform integer in [0, n)
+
+double now_seconds(void);             // monotonic clock
+double peak_rss_mb(void);             // from getrusage
+// Checked allocation: 64-byte aligned, zeroed; NULL (with mhar_fail) on failure.
+void *mhar_alloc(size_t bytes);
+void mhar_free(void *p);
