@@ -1,7 +1,7 @@
 # mhar: one binary (./mhar), one static library (build/libmhar.a), tests.
 CC      ?= gcc
 OPT     ?= -O3 -march=native
-CFLAGS  += -std=c11 $(OPT) -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP
+CFLAGS  += -Isrc -std=c11 $(OPT) -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP
 LDLIBS  += -lopenblas -lcjson -lm
 LDFLAGS += -fopenmp
 BUILD   ?= build
@@ -30,7 +30,7 @@ mhar: $(CLI_OBJ) $(BUILD)/libmhar.a
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmhar.a tests/check.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libmhar.a $(LDFLAGS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $< $(BUILD)/libmhar.a $(LDFLAGS) $(LDLIBS) -o $@
 
 # The test command of the README: every C, Python and shell test; the last
 # line is "N passed, N failed".

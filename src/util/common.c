@@ -79,3 +79,19 @@ void *mhar_alloc(size_t bytes) {
 }
 
 void mhar_free(void *p) { free(p); }
+
+int copy_str(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) return mhar_fail("path or name too long (%zu bytes): %.60s...", n, src);
+    memcpy(dst, src, n + 1);
+    return MHAR_OK;
+}
+
+int path_join(char *out, size_t cap, const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    if (a + 1 + b >= cap) return mhar_fail("path too long: %.60s.../%s", dir, name);
+    memcpy(out, dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+    return MHAR_OK;
+}

@@ -27,3 +27,8 @@ double peak_rss_mb(void);             // from getrusage
 // Checked allocation: 64-byte aligned, zeroed; NULL (with mhar_fail) on failure.
 void *mhar_alloc(size_t bytes);
 void mhar_free(void *p);
+
+// dir + "/" + name into out[cap]; MHAR_ERR (with message) if it won't fit.
+int path_join(char *out, size_t cap, const char *dir, const char *name);
+// Bounded string copy; MHAR_ERR if src does not fit.
+int copy_str(char *dst, size_t cap, const char *src);

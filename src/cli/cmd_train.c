@@ -1,0 +1,192 @@
+// mhar train: build or resume a run and train it.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "data/synth.h"
+#include "data/tokens.h"
+#include "train/train.h"
+
+static const char *usage =
+    "usage: mhar train --out DIR [--preset P | --config FILE] [--residual R]\n"
+    "                  [--train FILE --val FILE] [--steps N --batch B --seq T ...] [--resume]\n\n"
+    "Trains a Qwen3-style decoder. Without --train/--val it trains on built-in\n"
+    "synthetic data (patterned tokens, written to DIR/data/). --resume continues\n"
+    "the run in DIR bit-identically from its last checkpoint.";
+
+static int mkdir_p(const char *dir) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+// The built-in default data: patterned synthetic tokens (vocab 512).
+static int default_data(const char *dir, char *train, char *val, size_t cap) {
+    char data_dir[4096];
+    if (path_join(data_dir, sizeof data_dir, dir, "data") || path_join(train, cap, data_dir, "train.bin") ||
+        path_join(val, cap, data_dir, "val.bin"))
+        return MHAR_ERR;
+    if (access(train, F_OK) == 0 && access(val, F_OK) == 0) return MHAR_OK;
+    if (mkdir_p(data_dir)) return mhar_fail("%s: cannot create: %s", data_dir, strerror(errno));
+    size_t n_train = 2000000, n_val = 100000;
+    int *buf = mhar_alloc(sizeof(int) * n_train);
+    if (!buf) return MHAR_ERR;
+    int rc = synth_tokens(buf, n_train, 512, "pattern", 1);
+    if (!rc) rc = tokens_save(train, buf, n_train, 512);
+    if (!rc) rc = synth_tokens(buf, n_val, 512, "pattern", 2);
+    if (!rc) rc = tokens_save(val, buf, n_val, 512);
+    mhar_free(buf);
+    if (!rc) fprintf(stderr, "no --train given: using built-in synthetic data in %s\n", data_dir);
+    return rc;
+}
+
+typedef struct {
+    const char *out, *preset, *config, *residual, *train, *val;
+    int route_heads, route_blocks, resume;
+    TrainState st;
+} TrainArgs;
+
+// On --resume the saved options are used; a flag given again must agree.
+static int check_resume_flags(const Flag *f, int n, const TrainState *saved, const TrainState *given) {
+    struct { const char *flag; double a, b; } nums[] = {
+        {"steps", saved->steps, given->steps}, {"batch", saved->batch, given->batch},
+        {"seq", saved->seq, given->seq}, {"accum", saved->accum, given->accum},
+        {"lr", saved->lr, given->lr}, {"warmup", saved->warmup, given->warmup},
+        {"seed", (double)saved->seed, (double)given->seed}, {"eval-every", saved->eval_every, given->eval_every},
+        {"eval-batches", saved->eval_batches, given->eval_batches}, {"save-every", saved->save_every, given->save_every},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if (args_flag(f, n, nums[i].flag)->given && nums[i].a != nums[i].b)
+            return mhar_fail("--%s %g differs from the run's saved value %g (a resumed run keeps its options)",
+                             nums[i].flag, nums[i].b, nums[i].a);
+    const char *model_flags[] = {"preset", "config", "residual", "route-heads", "route-blocks"};
+    for (size_t i = 0; i < 5; i++)
+        if (args_flag(f, n, model_flags[i])->given)
+            fprintf(stderr, "note: --%s ignored on --resume: the model comes from the checkpoint\n", model_flags[i]);
+    return MHAR_OK;
+}
+
+static int build_config(const TrainArgs *a, int data_vocab, Config *c) {
+    if (a->config) {
+        if (config_load(a->config, c)) return MHAR_ERR;
+        if (c->vocab_size < data_vocab)
+            return mhar_fail("%s: vocab_size %d is smaller than the data's vocabulary %d", a->config,
+                             c->vocab_size, data_vocab);
+    } else {
+        if (config_preset(a->preset, c)) return MHAR_ERR;
+        c->vocab_size = data_vocab;
+    }
+    if (a->residual) snprintf(c->attnres_mode, sizeof c->attnres_mode, "%s", a->residual);
+    if (a->route_heads) c->attnres_num_heads = a->route_heads;
+    if (a->route_blocks) c->attnres_num_blocks = a->route_blocks;
+    if (a->residual && !strcmp(a->residual, "attnres") && !a->route_heads) c->attnres_num_heads = 1;
+    if (a->residual && !strcmp(a->residual, "mhar") && !a->route_heads) c->attnres_num_heads = 8;
+    return config_validate(c, a->config ? a->config : "command-line model options");
+}
+
+static int run(TrainArgs *a, Flag *flags, int n_flags) {
+    TrainState *st = &a->st;
+    char train_buf[4200], val_buf[4200];
+    Model m;
+    AdamW opt;
+    if (mkdir_p(a->out)) return mhar_fail("%s: cannot create the run directory: %s", a->out, strerror(errno));
+    char ck[4300];
+    if (path_join(ck, sizeof ck, a->out, "checkpoint/state.json")) return MHAR_ERR;
+    int exists = access(ck, F_OK) == 0;
+    if (a->resume) {
+        TrainState saved;
+        if (!exists) return mhar_fail("%s: no checkpoint to resume from", a->out);
+        if (checkpoint_load_state(a->out, &saved) || check_resume_flags(flags, n_flags, &saved, st)) return MHAR_ERR;
+        if (checkpoint_load(a->out, &m, &opt, st)) return MHAR_ERR;
+        fprintf(stderr, "resuming %s at step %ld of %ld\n", a->out, st->step, st->steps);
+    } else {
+        if (exists) return mhar_fail("%s already holds a run; use --resume or another --out", a->out);
+        if (!a->train != !a->val) return mhar_fail("give both --train and --val (or neither for the built-in data)");
+        if (!a->train && default_data(a->out, train_buf, val_buf, sizeof train_buf)) return MHAR_ERR;
+        if (copy_str(st->train_path, sizeof st->train_path, a->train ? a->train : train_buf) ||
+            copy_str(st->val_path, sizeof st->val_path, a->val ? a->val : val_buf))
+            return MHAR_ERR;
+    }
+    TokenFile train = {0}, val = {0};
+    int rc = tokens_load(st->train_path, &train);
+    if (!rc) rc = tokens_load(st->val_path, &val);
+    if (!rc && !a->resume) {
+        int vocab = train.vocab_size > val.vocab_size ? train.vocab_size : val.vocab_size;
+        Config c;
+        rc = build_config(a, vocab, &c);
+        if (!rc) rc = model_create(&m, &c);
+        if (!rc) { model_init_weights(&m, st->seed); rc = adamw_init(&opt, m.table.total); }
+    } else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size)) {
+        rc = mhar_fail("token files have vocabulary %d/%d, the model %d", train.vocab_size, val.vocab_size,
+                       m.cfg.vocab_size);
+    }
+    if (!rc) rc = model_alloc_acts(&m, st->batch, st->seq);
+    if (!rc) {
+        double params = 0;
+        for (int i = 0; i < m.table.n; i++) params += m.table.p[i].numel;
+        fprintf(stderr, "model: %s, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d\n",
+                a->config ? a->config : a->preset, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
+                m.cfg.num_hidden_layers, st->batch, st->seq, st->accum);
+        rc = train_run(a->out, &m, &opt, st, &train, &val);
+    }
+    if (!a->resume || m.params) model_free(&m);
+    adamw_free(&opt);
+    tokens_free(&train);
+    tokens_free(&val);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    TrainArgs a = {.preset = "nano"};
+    TrainState *st = &a.st;
+    *st = (TrainState){.steps = 1000, .warmup = -1, .batch = 8, .seq = 256, .accum = 1,
+                       .eval_every = 100, .eval_batches = 20, .save_every = -1, .lr = 5e-4f, .seed = 1};
+    Flag flags[] = {
+        {"out", FLAG_STR, &a.out, "run directory (created)", 0, 0, 0},
+        {"preset", FLAG_STR, &a.preset, "nano|micro|mini|100m|350m|1b (default nano)", 0, 0, 0},
+        {"config", FLAG_STR, &a.config, "HF-style config.json instead of a preset", 0, 0, 0},
+        {"residual", FLAG_STR, &a.residual, "residual scheme (default baseline)", 0, 0, 0},
+        {"route-heads", FLAG_INT, &a.route_heads, "routing heads H for mhar/block", 1, 4096, 0},
+        {"route-blocks", FLAG_INT, &a.route_blocks, "blocks N for block routing", 1, 1024, 0},
+        {"train", FLAG_STR, &a.train, "training token file", 0, 0, 0},
+        {"val", FLAG_STR, &a.val, "validation token file", 0, 0, 0},
+        {"steps", FLAG_LONG, &st->steps, "optimizer steps (default 1000)", 1, 1e12, 0},
+        {"batch", FLAG_INT, &st->batch, "sequences per micro-batch (default 8)", 1, 1 << 20, 0},
+        {"seq", FLAG_INT, &st->seq, "tokens per sequence (default 256)", 1, 1 << 20, 0},
+        {"accum", FLAG_INT, &st->accum, "micro-batches per step (default 1)", 1, 1 << 20, 0},
+        {"lr", FLAG_FLOAT, &st->lr, "peak learning rate (default 5e-4)", 1e-12, 10, 0},
+        {"warmup", FLAG_LONG, &st->warmup, "warm-up steps (default steps/20)", 0, 1e12, 0},
+        {"seed", FLAG_U64, &st->seed, "seed of init and data order (default 1)", 0, 0, 0},
+        {"eval-every", FLAG_INT, &st->eval_every, "steps between evaluations (default 100; 0 = end only)", 0, 1e9, 0},
+        {"eval-batches", FLAG_INT, &st->eval_batches, "validation batches per evaluation (default 20)", 1, 1e9, 0},
+        {"save-every", FLAG_INT, &st->save_every, "steps between checkpoints (default eval-every)", 0, 1e9, 0},
+        {"resume", FLAG_BOOL, &a.resume, "continue the run in --out from its checkpoint", 0, 0, 0},
+    };
+    int n = sizeof flags / sizeof flags[0];
+    int r = args_parse(argc, argv, flags, n, usage);
+    if (r) return r > 0 ? 0 : 2;
+    if (!a.out) { fprintf(stderr, "error: --out DIR is required (see --help)\n"); return 2; }
+    if (a.preset && a.config && args_flag(flags, n, "preset")->given) {
+        fprintf(stderr, "error: give --preset or --config, not both\n");
+        return 2;
+    }
+    if (st->warmup < 0) st->warmup = st->steps / 20;
+    if (st->save_every < 0) st->save_every = st->eval_every;
+    if (st->eval_every == 0) st->eval_every = (int)st->steps;
+    if (run(&a, flags, n)) {
+        fprintf(stderr, "error: %s\n", mhar_error());
+        return 1;
+    }
+    return 0;
+}

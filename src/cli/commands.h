@@ -1,0 +1,7 @@
+// One function per subcommand; argv starts after the subcommand name.
+#pragma once
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_data(int argc, char **argv);

@@ -1,0 +1,32 @@
+// mhar: one binary, one subcommand per job.
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const struct { const char *name; int (*run)(int, char **); const char *help; } commands[] = {
+    {"train", cmd_train, "train a model (any residual scheme) on a token file"},
+    {"eval", cmd_eval, "validation loss of a run directory on a token file"},
+    {"sample", cmd_sample, "generate tokens from a run directory (KV cache)"},
+    {"bench", cmd_bench, "training throughput, model FLOP/s and the machine's sgemm rate"},
+    {"data", cmd_data, "token files: synth (random or patterned tokens)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "mhar: Multi-Head Attention Residuals, trained in C\n\nusage: mhar COMMAND [options]\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nmhar COMMAND --help shows the options of a command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,167 @@
+// Embedding, SwiGLU, softmax cross-entropy and vector helpers.
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/ops.h"
+
+// Vectorised running max of `m`. gcc vectorises this reduction under
+// `omp simd`; clang 14 cannot without fast-math and would warn
+// (-Wpass-failed), so clang gets the plain loop.
+#ifdef __clang__
+#define SIMD_MAX_M
+#else
+#define SIMD_MAX_M _Pragma("omp simd reduction(max : m)")
+#endif
+
+// Loops shorter than this run on one thread: a fork costs more than the work.
+#define PAR_MIN 32768
+
+// exp(x) for the softmax and sigmoid loops, written so that gcc vectorises it
+// without -ffast-math (glibc's expf is a scalar call there): Cody-Waite
+// reduction x = n·ln2 + r, degree-6 polynomial on r, 2ⁿ built in the exponent
+// bits. Max relative error ~1e-7 on [-87, 88]; inputs are clamped to that
+// range (below -87 it returns ~1.6e-38 instead of 0). Same code in
+// attention.c, kept private to each file so it inlines.
+static inline float vexp(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; // round
+    float r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    return p * s;
+}
+
+// ---- embedding ----------------------------------------------------------------
+
+// tokens [n], emb [V, d] -> out [n, d]
+void embedding_forward(float *restrict out, const int *restrict tokens,
+                       const float *restrict emb, int n, int d) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        memcpy(out + (size_t)i * d, emb + (size_t)tokens[i] * d, sizeof(float) * (size_t)d);
+}
+
+// dout [n, d] -> demb [V, d] (accumulates). Threads split the d columns and
+// each walks all tokens in order, so repeated tokens are summed in a fixed
+// order without atomics, whatever the thread count.
+void embedding_backward(float *restrict demb, const float *restrict dout,
+                        const int *restrict tokens, int n, int d, int V) {
+    (void)V; // tokens are assumed to lie in [0, V)
+    enum { TILE = 64 };
+    int ntiles = (d + TILE - 1) / TILE;
+#pragma omp parallel for schedule(static) if ((size_t)n * d >= PAR_MIN)
+    for (int t = 0; t < ntiles; t++) {
+        int j0 = t * TILE, nj = d - j0 < TILE ? d - j0 : TILE;
+        for (int i = 0; i < n; i++) {
+            float *dst = demb + (size_t)tokens[i] * d + j0;
+            const float *src = dout + (size_t)i * d + j0;
+            for (int j = 0; j < nj; j++) dst[j] += src[j];
+        }
+    }
+}
+
+// ---- SwiGLU: h = silu(gate) ⊙ up, silu(x) = x·sigmoid(x) ----------------------
+
+// gate, up [n] -> h [n]
+void swiglu_forward(float *restrict h, const float *restrict gate, const float *restrict up,
+                    size_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
+        h[i] = g * s * up[i];
+    }
+}
+
+// dh, gate, up [n] -> dgate, dup [n] (overwritten).
+// silu'(g) = s·(1 + g·(1 − s)) with s = sigmoid(g).
+void swiglu_backward(float *restrict dgate, float *restrict dup, const float *restrict dh,
+                     const float *restrict gate, const float *restrict up, size_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
+        dgate[i] = dh[i] * up[i] * s * (1.0f + g * (1.0f - s));
+        dup[i] = dh[i] * g * s;
+    }
+}
+
+// ---- softmax cross-entropy ------------------------------------------------------
+
+static inline float row_max(const float *restrict x, int V) {
+    float m = -INFINITY;
+SIMD_MAX_M
+    for (int j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+// logits [n, V], targets [n] -> losses [n] = logsumexp(row) − row[target].
+// Returns Σ losses, summed in row order (deterministic).
+double xent_forward(float *restrict losses, const float *restrict logits,
+                    const int *restrict targets, int n, int V) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        const float *x = logits + (size_t)i * V;
+        float m = row_max(x, V);
+        double s = 0.0; // double: V can be 1e5 terms
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < V; j++) s += (double)vexp(x[j] - m);
+        losses[i] = (float)(log(s) + (double)m - (double)x[targets[i]]);
+    }
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += losses[i];
+    return total;
+}
+
+// logits [n, V], targets [n] -> dlogits [n, V] = (softmax − onehot)·scale.
+// dlogits may alias logits: each row is copied (if needed) and then
+// transformed in place, so one code path serves both cases.
+void xent_backward(float *dlogits, const float *logits, const int *targets, int n, int V,
+                   float scale) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        float *restrict z = dlogits + (size_t)i * V;
+        if (z != logits + (size_t)i * V) memcpy(z, logits + (size_t)i * V, sizeof(float) * V);
+        float m = row_max(z, V);
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < V; j++) {
+            float e = vexp(z[j] - m);
+            z[j] = e;
+            s += (double)e;
+        }
+        float c = (float)((double)scale / s);
+        for (int j = 0; j < V; j++) z[j] *= c;
+        z[targets[i]] -= scale;
+    }
+}
+
+// ---- vector helpers ---------------------------------------------------------------
+
+// out = a + b, all [n]; out may alias a or b (elementwise, same index)
+void vec_add(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// out += a, both [n]
+void vec_acc(float *restrict out, const float *restrict a, size_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] += a[i];
+}
+
+// out += s·a, both [n]
+void vec_scale_acc(float *restrict out, const float *restrict a, float s, size_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] += s * a[i];
+}

@@ -1,0 +1,426 @@
+// SPEC §1: the decoder, forward and backward. Read top to bottom: parameter
+// table, init, activation arena, sublayers, the model pass, load/save.
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../io/safetensors.h"
+#include "../kernels/ops.h"
+
+#define P(m, off) ((m)->params + (off))
+#define G(m, off) ((m)->grads + (off))
+
+// ---------------------------------------------------------------------------
+// Parameter table (SPEC §3 names, HF Qwen3 layout: matrices are [out, in])
+
+static int add(ParamTable *t, size_t *off, int init, int ndim, int a, int b, const char *fmt, int layer) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, layer);
+    int shape[2] = {a, b};
+    int i = ptable_add(t, name, ndim, shape, init);
+    if (i < 0) return MHAR_ERR;
+    if (off) *off = t->p[i].offset;
+    return MHAR_OK;
+}
+
+static int build_table(Model *m) {
+    const Config *c = &m->cfg;
+    ParamTable *t = &m->table;
+    int d = c->hidden_size, hd = c->head_dim, qd = c->num_attention_heads * hd;
+    int kvd = c->num_key_value_heads * hd, f = c->intermediate_size;
+    if (add(t, &m->off_embed, INIT_NORMAL, 2, c->vocab_size, d, "model.embed_tokens.weight", 0)) return MHAR_ERR;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        LayerOffsets *o = &m->layers[l];
+        const char *pre = "model.layers.%d.";
+        char fmt[96];
+#define ADD(field, init, nd, a, b, suffix)                                   \
+        snprintf(fmt, sizeof fmt, "%s%s", pre, suffix);                     \
+        if (add(t, &o->field, init, nd, a, b, fmt, l)) return MHAR_ERR;
+        ADD(in_norm, INIT_ONES, 1, d, 0, "input_layernorm.weight");
+        ADD(wq, INIT_NORMAL, 2, qd, d, "self_attn.q_proj.weight");
+        ADD(wk, INIT_NORMAL, 2, kvd, d, "self_attn.k_proj.weight");
+        ADD(wv, INIT_NORMAL, 2, kvd, d, "self_attn.v_proj.weight");
+        ADD(wo, INIT_NORMAL, 2, d, qd, "self_attn.o_proj.weight");
+        ADD(q_norm, INIT_ONES, 1, hd, 0, "self_attn.q_norm.weight");
+        ADD(k_norm, INIT_ONES, 1, hd, 0, "self_attn.k_norm.weight");
+        ADD(post_norm, INIT_ONES, 1, d, 0, "post_attention_layernorm.weight");
+        ADD(w_gate, INIT_NORMAL, 2, f, d, "mlp.gate_proj.weight");
+        ADD(w_up, INIT_NORMAL, 2, f, d, "mlp.up_proj.weight");
+        ADD(w_down, INIT_NORMAL, 2, d, f, "mlp.down_proj.weight");
+#undef ADD
+    }
+    if (m->scheme->add_params(t, c)) return MHAR_ERR;
+    if (add(t, &m->off_norm, INIT_ONES, 1, d, 0, "model.norm.weight", 0)) return MHAR_ERR;
+    m->off_head = m->off_embed;
+    if (!c->tie_word_embeddings &&
+        add(t, &m->off_head, INIT_NORMAL, 2, c->vocab_size, d, "lm_head.weight", 0)) return MHAR_ERR;
+    return MHAR_OK;
+}
+
+int model_create(Model *m, const Config *cfg) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    if (config_validate(cfg, "model config")) return MHAR_ERR;
+    m->scheme = residual_find(cfg->attnres_mode);
+    if (!m->scheme) return mhar_fail("residual scheme '%s' is not available", cfg->attnres_mode);
+    m->layers = mhar_alloc(sizeof(LayerOffsets) * cfg->num_hidden_layers);
+    if (!m->layers || build_table(m)) return MHAR_ERR;
+    m->params = mhar_alloc(m->table.total * sizeof(float));
+    m->grads = mhar_alloc(m->table.total * sizeof(float));
+    if (!m->params || !m->grads) return MHAR_ERR;
+    return MHAR_OK;
+}
+
+void model_init_weights(Model *m, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (int i = 0; i < m->table.n; i++) {
+        const ParamInfo *p = &m->table.p[i];
+        float *w = m->params + p->offset;
+        for (size_t j = 0; j < p->numel; j++) {
+            if (p->init == INIT_NORMAL) w[j] = 0.02f * rng_normal(&rng);
+            else if (p->init == INIT_ONES) w[j] = 1.0f;
+            else if (p->init == INIT_ZEROS) w[j] = 0.0f;
+        }
+    }
+    // The scheme's own tensors draw from a separate stream so adding a
+    // scheme never changes the base model's initial weights.
+    if (m->scheme->init_params) {
+        rng_seed(&rng, seed ^ 0x5eed5c4e3e000000ull);
+        m->scheme->init_params(&m->table, &m->cfg, m->params, &rng);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Activation arena: every buffer of a (B, T) step carved from one allocation.
+
+typedef struct { float *base; size_t used; int dry; } Carver;
+
+static float *carve(Carver *cv, size_t n) {
+    float *p = cv->dry ? NULL : cv->base + cv->used;
+    cv->used += (n + 15) / 16 * 16;  // keep every view 64-byte aligned
+    return p;
+}
+
+static void carve_all(Model *m, Carver *cv) {
+    const Config *c = &m->cfg;
+    size_t n = (size_t)m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
+    size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
+    int L = c->num_hidden_layers, rows = 2 * L + 1;
+    for (int s = 0; s < rows; s++) {
+        m->sources[s] = carve(cv, n * d);
+        m->dsources[s] = carve(cv, n * d);
+        m->inputs[s] = carve(cv, n * d);
+    }
+    for (int l = 0; l < L; l++) {
+        AttnActs *a = &m->attn[l];
+        a->xn = carve(cv, n * d); a->rstd = carve(cv, n);
+        a->q_raw = carve(cv, n * nh * hd); a->k_raw = carve(cv, n * nkv * hd);
+        a->q_rstd = carve(cv, n * nh); a->k_rstd = carve(cv, n * nkv);
+        a->q = carve(cv, n * nh * hd); a->k = carve(cv, n * nkv * hd); a->v = carve(cv, n * nkv * hd);
+        a->att = carve(cv, (size_t)m->B * nh * m->T * m->T);
+        a->y = carve(cv, n * nh * hd);
+        MlpActs *p = &m->mlp[l];
+        p->xn = carve(cv, n * d); p->rstd = carve(cv, n);
+        p->gate = carve(cv, n * f); p->up = carve(cv, n * f); p->hid = carve(cv, n * f);
+    }
+    m->final_xn = carve(cv, n * d); m->final_rstd = carve(cv, n);
+    m->logits = carve(cv, n * c->vocab_size); m->losses = carve(cv, n);
+    m->d_x = carve(cv, n * d); m->d_xn = carve(cv, n * d); m->d_tmp = carve(cv, n * d);
+    m->d_qraw = carve(cv, n * nh * hd); m->d_kraw = carve(cv, n * nkv * hd);
+    m->d_q = carve(cv, n * nh * hd); m->d_k = carve(cv, n * nkv * hd); m->d_v = carve(cv, n * nkv * hd);
+    m->d_y = carve(cv, n * nh * hd);
+    m->d_gate = carve(cv, n * f); m->d_up = carve(cv, n * f); m->d_hid = carve(cv, n * f);
+    m->att_scratch = carve(cv, attention_scratch_floats(m->B, m->T, nh));
+    m->res.scratch_floats = route_scratch_floats(rows, d, c->attnres_num_heads);
+    m->res.scratch = carve(cv, m->res.scratch_floats);
+    m->res.acts = carve(cv, m->scheme->act_floats(c, (int)n));
+    m->rope_cos = carve(cv, (size_t)m->T * hd / 2); m->rope_sin = carve(cv, (size_t)m->T * hd / 2);
+    m->tokens = (int *)carve(cv, n); m->targets = (int *)carve(cv, n);
+}
+
+int model_alloc_acts(Model *m, int B, int T) {
+    const Config *c = &m->cfg;
+    if (B <= 0 || T <= 0) return mhar_fail("batch %d and sequence %d must be positive", B, T);
+    if (T > c->max_position_embeddings)
+        return mhar_fail("sequence length %d exceeds max_position_embeddings %d", T, c->max_position_embeddings);
+    int rows = 2 * c->num_hidden_layers + 1;
+    mhar_free(m->arena);
+    m->B = B; m->T = T;
+    if (!m->sources) {
+        m->sources = mhar_alloc(sizeof(float *) * rows);
+        m->dsources = mhar_alloc(sizeof(float *) * rows);
+        m->inputs = mhar_alloc(sizeof(float *) * rows);
+        m->attn = mhar_alloc(sizeof(AttnActs) * c->num_hidden_layers);
+        m->mlp = mhar_alloc(sizeof(MlpActs) * c->num_hidden_layers);
+        if (!m->sources || !m->dsources || !m->inputs || !m->attn || !m->mlp) return MHAR_ERR;
+    }
+    Carver cv = {NULL, 0, 1};
+    carve_all(m, &cv);
+    double gib = cv.used * 4.0 / (1 << 30);
+    if (gib > 512) return mhar_fail("activations for batch %d x seq %d need %.0f GiB", B, T, gib);
+    m->arena_floats = cv.used;
+    m->arena = mhar_alloc(cv.used * sizeof(float));
+    if (!m->arena) return MHAR_ERR;
+    cv = (Carver){m->arena, 0, 0};
+    carve_all(m, &cv);
+    rope_table(m->rope_cos, m->rope_sin, T, c->head_dim, c->rope_theta);
+
+    Residual *r = &m->res;
+    r->scheme = m->scheme; r->cfg = &m->cfg; r->n_tok = B * T;
+    r->sources = m->sources; r->dsources = m->dsources; r->inputs = m->inputs;
+    r->table = &m->table; r->params = m->params; r->grads = m->grads;
+    return m->scheme->bind(r);
+}
+
+// ---------------------------------------------------------------------------
+// Attention sublayer: x [n, d] -> out [n, d]
+
+static void attention_sublayer_forward(Model *m, int l, const float *x, float *out) {
+    const Config *c = &m->cfg;
+    const LayerOffsets *o = &m->layers[l];
+    AttnActs *a = &m->attn[l];
+    int B = m->B, T = m->T, n = B * T, d = c->hidden_size, hd = c->head_dim;
+    int nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    float eps = c->rms_norm_eps;
+    rmsnorm_forward(a->xn, a->rstd, x, P(m, o->in_norm), n, d, eps);
+    matmul_forward(a->q_raw, a->xn, P(m, o->wq), n, d, nh * hd);
+    matmul_forward(a->k_raw, a->xn, P(m, o->wk), n, d, nkv * hd);
+    matmul_forward(a->v, a->xn, P(m, o->wv), n, d, nkv * hd);
+    rmsnorm_forward(a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), n * nh, hd, eps);
+    rmsnorm_forward(a->k, a->k_rstd, a->k_raw, P(m, o->k_norm), n * nkv, hd, eps);
+    rope_forward(a->q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
+    rope_forward(a->k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
+    attention_forward(a->y, a->att, a->q, a->k, a->v, B, T, nh, nkv, hd);
+    matmul_forward(out, a->y, P(m, o->wo), n, nh * hd, d);
+}
+
+// dout [n, d] -> dx [n, d] (overwritten); parameter grads accumulate.
+static void attention_sublayer_backward(Model *m, int l, const float *x, const float *dout, float *dx) {
+    const Config *c = &m->cfg;
+    const LayerOffsets *o = &m->layers[l];
+    AttnActs *a = &m->attn[l];
+    int B = m->B, T = m->T, n = B * T, d = c->hidden_size, hd = c->head_dim;
+    int nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    matmul_backward(m->d_y, G(m, o->wo), dout, a->y, P(m, o->wo), n, nh * hd, d);
+    attention_backward(m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_y, a->att, a->q, a->k, a->v,
+                       B, T, nh, nkv, hd);
+    rope_backward(m->d_q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
+    rope_backward(m->d_k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
+    rmsnorm_backward(m->d_qraw, G(m, o->q_norm), m->d_q, a->q_raw, P(m, o->q_norm), a->q_rstd, n * nh, hd);
+    rmsnorm_backward(m->d_kraw, G(m, o->k_norm), m->d_k, a->k_raw, P(m, o->k_norm), a->k_rstd, n * nkv, hd);
+    size_t nd = (size_t)n * d;
+    matmul_backward(m->d_xn, G(m, o->wq), m->d_qraw, a->xn, P(m, o->wq), n, d, nh * hd);
+    matmul_backward(m->d_tmp, G(m, o->wk), m->d_kraw, a->xn, P(m, o->wk), n, d, nkv * hd);
+    vec_acc(m->d_xn, m->d_tmp, nd);
+    matmul_backward(m->d_tmp, G(m, o->wv), m->d_v, a->xn, P(m, o->wv), n, d, nkv * hd);
+    vec_acc(m->d_xn, m->d_tmp, nd);
+    rmsnorm_backward(dx, G(m, o->in_norm), m->d_xn, x, P(m, o->in_norm), a->rstd, n, d);
+}
+
+// ---------------------------------------------------------------------------
+// MLP sublayer (SwiGLU): x [n, d] -> out [n, d]
+
+static void mlp_sublayer_forward(Model *m, int l, const float *x, float *out) {
+    const Config *c = &m->cfg;
+    const LayerOffsets *o = &m->layers[l];
+    MlpActs *a = &m->mlp[l];
+    int n = m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
+    rmsnorm_forward(a->xn, a->rstd, x, P(m, o->post_norm), n, d, c->rms_norm_eps);
+    matmul_forward(a->gate, a->xn, P(m, o->w_gate), n, d, f);
+    matmul_forward(a->up, a->xn, P(m, o->w_up), n, d, f);
+    swiglu_forward(a->hid, a->gate, a->up, (size_t)n * f);
+    matmul_forward(out, a->hid, P(m, o->w_down), n, f, d);
+}
+
+static void mlp_sublayer_backward(Model *m, int l, const float *x, const float *dout, float *dx) {
+    const Config *c = &m->cfg;
+    const LayerOffsets *o = &m->layers[l];
+    MlpActs *a = &m->mlp[l];
+    int n = m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
+    matmul_backward(m->d_hid, G(m, o->w_down), dout, a->hid, P(m, o->w_down), n, f, d);
+    swiglu_backward(m->d_gate, m->d_up, m->d_hid, a->gate, a->up, (size_t)n * f);
+    matmul_backward(m->d_xn, G(m, o->w_gate), m->d_gate, a->xn, P(m, o->w_gate), n, d, f);
+    matmul_backward(m->d_tmp, G(m, o->w_up), m->d_up, a->xn, P(m, o->w_up), n, d, f);
+    vec_acc(m->d_xn, m->d_tmp, (size_t)n * d);
+    rmsnorm_backward(dx, G(m, o->post_norm), m->d_xn, x, P(m, o->post_norm), a->rstd, n, d);
+}
+
+// ---------------------------------------------------------------------------
+// The whole model
+
+float model_forward(Model *m, const int *tokens, const int *targets) {
+    const Config *c = &m->cfg;
+    Residual *r = &m->res;
+    int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
+    if (tokens != m->tokens) memcpy(m->tokens, tokens, sizeof(int) * n);
+    embedding_forward(m->sources[0], tokens, P(m, m->off_embed), n, d);
+    for (int l = 0; l < L; l++) {
+        int s = 2 * l;
+        m->scheme->read(r, s);
+        attention_sublayer_forward(m, l, m->inputs[s], m->sources[s + 1]);
+        m->scheme->write(r, s);
+        m->scheme->read(r, s + 1);
+        mlp_sublayer_forward(m, l, m->inputs[s + 1], m->sources[s + 2]);
+        m->scheme->write(r, s + 1);
+    }
+    m->scheme->read(r, 2 * L);
+    rmsnorm_forward(m->final_xn, m->final_rstd, m->inputs[2 * L], P(m, m->off_norm), n, d, c->rms_norm_eps);
+    matmul_forward(m->logits, m->final_xn, P(m, m->off_head), n, d, V);
+    if (!targets) return 0.0f;
+    if (targets != m->targets) memcpy(m->targets, targets, sizeof(int) * n);
+    return (float)(xent_forward(m->losses, m->logits, targets, n, V) / n);
+}
+
+void model_backward(Model *m, float loss_scale) {
+    const Config *c = &m->cfg;
+    Residual *r = &m->res;
+    int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
+    for (int s = 0; s <= 2 * L; s++) memset(m->dsources[s], 0, sizeof(float) * (size_t)n * d);
+    float *dlogits = m->logits;  // in place: the logits are not needed again
+    xent_backward(dlogits, m->logits, m->targets, n, V, loss_scale / n);
+    matmul_backward(m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
+    rmsnorm_backward(m->d_x, G(m, m->off_norm), m->d_xn, m->inputs[2 * L], P(m, m->off_norm),
+                     m->final_rstd, n, d);
+    m->scheme->read_backward(r, 2 * L, m->d_x);
+    for (int l = L - 1; l >= 0; l--) {
+        int s = 2 * l + 1;
+        m->scheme->write_backward(r, s);
+        mlp_sublayer_backward(m, l, m->inputs[s], m->dsources[s + 1], m->d_x);
+        m->scheme->read_backward(r, s, m->d_x);
+        s = 2 * l;
+        m->scheme->write_backward(r, s);
+        attention_sublayer_backward(m, l, m->inputs[s], m->dsources[s + 1], m->d_x);
+        m->scheme->read_backward(r, s, m->d_x);
+    }
+    embedding_backward(G(m, m->off_embed), m->dsources[0], m->tokens, n, d, V);
+}
+
+void model_zero_grad(Model *m) { memset(m->grads, 0, sizeof(float) * m->table.total); }
+
+double model_train_flops_per_token(const Model *m, int T) {
+    const Config *c = &m->cfg;
+    double params = 0;
+    for (int i = 0; i < m->table.n; i++) params += (double)m->table.p[i].numel;
+    return 6.0 * params + 12.0 * c->num_hidden_layers * c->num_attention_heads * c->head_dim * T;
+}
+
+// ---------------------------------------------------------------------------
+// Decoding with a KV cache (sampling). The scheme's read/write run on a
+// one-token arena exactly as in training: routing is per token.
+
+int kvcache_init(KVCache *kv, const Config *c, int max_len) {
+    memset(kv, 0, sizeof *kv);
+    if (max_len < 1 || max_len > c->max_position_embeddings)
+        return mhar_fail("generation length %d is outside 1..max_position_embeddings %d", max_len,
+                         c->max_position_embeddings);
+    size_t per = (size_t)c->num_hidden_layers * max_len * c->num_key_value_heads * c->head_dim;
+    kv->max_len = max_len;
+    kv->k = mhar_alloc(per * sizeof(float));
+    kv->v = mhar_alloc(per * sizeof(float));
+    kv->scores = mhar_alloc(sizeof(float) * max_len);
+    kv->rope_cos = mhar_alloc(sizeof(float) * max_len * c->head_dim / 2);
+    kv->rope_sin = mhar_alloc(sizeof(float) * max_len * c->head_dim / 2);
+    if (!kv->k || !kv->v || !kv->scores || !kv->rope_cos || !kv->rope_sin) return MHAR_ERR;
+    rope_table(kv->rope_cos, kv->rope_sin, max_len, c->head_dim, c->rope_theta);
+    return MHAR_OK;
+}
+
+void kvcache_free(KVCache *kv) {
+    mhar_free(kv->k); mhar_free(kv->v); mhar_free(kv->scores);
+    mhar_free(kv->rope_cos); mhar_free(kv->rope_sin);
+    memset(kv, 0, sizeof *kv);
+}
+
+// One token: x [d] -> out [d], attending to cached positions 0..pos.
+static void attention_decode(Model *m, KVCache *kv, int l, int pos, const float *x, float *out) {
+    const Config *c = &m->cfg;
+    const LayerOffsets *o = &m->layers[l];
+    AttnActs *a = &m->attn[l];
+    int d = c->hidden_size, hd = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    int kvd = nkv * hd;
+    float eps = c->rms_norm_eps;
+    float *kc = kv->k + ((size_t)l * kv->max_len) * kvd, *vc = kv->v + ((size_t)l * kv->max_len) * kvd;
+    rmsnorm_forward(a->xn, a->rstd, x, P(m, o->in_norm), 1, d, eps);
+    matmul_forward(a->q_raw, a->xn, P(m, o->wq), 1, d, nh * hd);
+    matmul_forward(a->k_raw, a->xn, P(m, o->wk), 1, d, kvd);
+    matmul_forward(vc + (size_t)pos * kvd, a->xn, P(m, o->wv), 1, d, kvd);
+    rmsnorm_forward(a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), nh, hd, eps);
+    rmsnorm_forward(kc + (size_t)pos * kvd, a->k_rstd, a->k_raw, P(m, o->k_norm), nkv, hd, eps);
+    rope_forward(a->q, 1, 1, nh, hd, pos, kv->rope_cos, kv->rope_sin);
+    rope_forward(kc + (size_t)pos * kvd, 1, 1, nkv, hd, pos, kv->rope_cos, kv->rope_sin);
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < nh; h++) {
+        const float *q = a->q + h * hd;
+        int g = h / (nh / nkv);
+        float mx = -INFINITY, sum = 0;
+        for (int t = 0; t <= pos; t++) {
+            const float *k = kc + (size_t)t * kvd + g * hd;
+            float dot = 0;
+            for (int i = 0; i < hd; i++) dot += q[i] * k[i];
+            kv->scores[t] = dot * scale;
+            if (kv->scores[t] > mx) mx = kv->scores[t];
+        }
+        for (int t = 0; t <= pos; t++) sum += (kv->scores[t] = expf(kv->scores[t] - mx));
+        float *y = a->y + h * hd;
+        memset(y, 0, sizeof(float) * hd);
+        for (int t = 0; t <= pos; t++) {
+            const float *v = vc + (size_t)t * kvd + g * hd;
+            float p = kv->scores[t] / sum;
+            for (int i = 0; i < hd; i++) y[i] += p * v[i];
+        }
+    }
+    matmul_forward(out, a->y, P(m, o->wo), 1, nh * hd, d);
+}
+
+const float *model_decode_step(Model *m, KVCache *kv, int token, int pos) {
+    const Config *c = &m->cfg;
+    Residual *r = &m->res;
+    int d = c->hidden_size, L = c->num_hidden_layers;
+    embedding_forward(m->sources[0], &token, P(m, m->off_embed), 1, d);
+    for (int l = 0; l < L; l++) {
+        int s = 2 * l;
+        m->scheme->read(r, s);
+        attention_decode(m, kv, l, pos, m->inputs[s], m->sources[s + 1]);
+        m->scheme->write(r, s);
+        m->scheme->read(r, s + 1);
+        mlp_sublayer_forward(m, l, m->inputs[s + 1], m->sources[s + 2]);
+        m->scheme->write(r, s + 1);
+    }
+    m->scheme->read(r, 2 * L);
+    rmsnorm_forward(m->final_xn, m->final_rstd, m->inputs[2 * L], P(m, m->off_norm), 1, d, c->rms_norm_eps);
+    matmul_forward(m->logits, m->final_xn, P(m, m->off_head), 1, d, c->vocab_size);
+    return m->logits;
+}
+
+// ---------------------------------------------------------------------------
+// Load / save a run directory (config.json + model.safetensors)
+
+int model_load(Model *m, const char *dir) {
+    char path[4096];
+    Config cfg;
+    memset(m, 0, sizeof *m);
+    if (path_join(path, sizeof path, dir, "config.json")) return MHAR_ERR;
+    if (config_load(path, &cfg)) return MHAR_ERR;
+    if (model_create(m, &cfg)) return MHAR_ERR;
+    if (path_join(path, sizeof path, dir, "model.safetensors")) return MHAR_ERR;
+    return safetensors_load(path, &m->table, m->params, 0);
+}
+
+int model_save(const Model *m, const char *dir) {
+    char path[4096];
+    if (path_join(path, sizeof path, dir, "model.safetensors")) return MHAR_ERR;
+    if (safetensors_save(path, &m->table, m->params)) return MHAR_ERR;
+    if (path_join(path, sizeof path, dir, "config.json")) return MHAR_ERR;
+    return config_save(path, &m->cfg);
+}
+
+void model_free(Model *m) {
+    mhar_free(m->params); mhar_free(m->grads); mhar_free(m->arena); mhar_free(m->layers);
+    mhar_free(m->sources); mhar_free(m->dsources); mhar_free(m->inputs);
+    mhar_free(m->attn); mhar_free(m->mlp); mhar_free(m->res.priv);
+    ptable_free(&m->table);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,87 @@
+// The Qwen3-style decoder of SPEC §1: parameters in one buffer described by
+// a ParamTable, activations in one arena sized once per (batch, sequence),
+// forward and backward written by hand against kernels/ops.h. The residual
+// scheme (SPEC §2) is a plug-in behind residual/residual.h.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+#include "params.h"
+#include "../residual/residual.h"
+
+typedef struct {   // offsets (in floats) of one layer's tensors in the buffer
+    size_t in_norm, wq, wk, wv, wo, q_norm, k_norm, post_norm, w_gate, w_up, w_down;
+} LayerOffsets;
+
+typedef struct {   // saved activations of one attention sublayer (n = B·T)
+    float *xn, *rstd;         // normed input [n, d], [n]
+    float *q_raw, *k_raw;     // projections before the per-head norm [n, nh·hd], [n, nkv·hd]
+    float *q_rstd, *k_rstd;   // [n·nh], [n·nkv]
+    float *q, *k, *v;         // normed + rotated q, k; v  [n, nh·hd], [n, nkv·hd]
+    float *att;               // softmax probabilities [B, nh, T, T]
+    float *y;                 // head outputs [n, nh·hd]
+} AttnActs;
+
+typedef struct {   // saved activations of one MLP sublayer
+    float *xn, *rstd;         // [n, d], [n]
+    float *gate, *up, *hid;   // [n, ffn] each; hid = silu(gate) ⊙ up
+} MlpActs;
+
+typedef struct {
+    Config cfg;
+    ParamTable table;
+    float *params, *grads;    // table.total floats each
+    LayerOffsets *layers;     // [L]
+    size_t off_embed, off_norm, off_head;  // off_head == off_embed when tied
+    const ResidualScheme *scheme;
+    Residual res;
+
+    // Activation arena, sized by model_alloc_acts for (B, T).
+    int B, T;
+    float *arena;
+    size_t arena_floats;
+    int *tokens, *targets;    // [n]
+    float **sources, **dsources, **inputs;   // [2L+1] row pointers into the arena
+    AttnActs *attn;           // [L]
+    MlpActs *mlp;             // [L]
+    float *final_xn, *final_rstd, *logits, *losses;  // [n,d], [n], [n,V], [n]
+    // backward scratch, shared by all layers
+    float *d_x, *d_xn, *d_tmp, *d_qraw, *d_kraw, *d_q, *d_k, *d_v, *d_y;
+    float *d_gate, *d_up, *d_hid, *att_scratch;
+    float *rope_cos, *rope_sin;  // [max_pos, hd/2]
+} Model;
+
+// Build the parameter table for cfg and allocate params and grads (zeroed).
+int model_create(Model *m, const Config *cfg);
+// SPEC §1 init: matrices N(0, 0.02²), norms 1, scheme tensors per scheme.
+void model_init_weights(Model *m, uint64_t seed);
+// Load DIR/config.json and DIR/model.safetensors (validated), or save them.
+int model_load(Model *m, const char *dir);
+int model_save(const Model *m, const char *dir);
+// Size the activation arena for batches of B sequences of T tokens.
+int model_alloc_acts(Model *m, int B, int T);
+// tokens, targets [B·T] (targets may be NULL: logits only). Returns the mean
+// cross-entropy (0 without targets). Logits stay in m->logits.
+float model_forward(Model *m, const int *tokens, const int *targets);
+// Accumulate into m->grads the gradient of loss_scale · (mean loss of the
+// last forward). Destroys m->logits.
+void model_backward(Model *m, float loss_scale);
+void model_zero_grad(Model *m);
+void model_free(Model *m);
+
+// Inference with a KV cache: one token at a time, the arena sized (1, 1).
+typedef struct {
+    int max_len;
+    float *k, *v;                 // [L, max_len, nkv·hd] rotated keys, values
+    float *scores;                // [max_len]
+    float *rope_cos, *rope_sin;   // [max_len, hd/2]
+} KVCache;
+
+int kvcache_init(KVCache *kv, const Config *c, int max_len);
+void kvcache_free(KVCache *kv);
+// Feed `token` at position pos (< max_len); returns the next-token logits [V].
+const float *model_decode_step(Model *m, KVCache *kv, int token, int pos);
+
+// FLOPs of one training token (forward + backward): 6·params + the
+// attention score/value products 12·L·nh·hd·T (PaLM's convention).
+double model_train_flops_per_token(const Model *m, int T);

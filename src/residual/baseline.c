@@ -1,0 +1,39 @@
+// SPEC §2.1: the standard pre-norm residual. The stream after sublayer s-1
+// is inputs[s] = inputs[s-1] + o_{s-1}; nothing else is stored.
+#include "residual.h"
+#include "../kernels/ops.h"
+
+#include <string.h>
+
+static int no_params(ParamTable *t, const Config *c) { (void)t; (void)c; return MHAR_OK; }
+static size_t no_acts(const Config *c, int n_tok) { (void)c; (void)n_tok; return 0; }
+static int no_bind(Residual *r) { (void)r; return MHAR_OK; }
+static void no_write(Residual *r, int s) { (void)r; (void)s; }
+
+static void baseline_read(Residual *r, int s) {
+    size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
+    if (s == 0) { memcpy(r->inputs[0], r->sources[0], n * sizeof(float)); return; }
+    vec_add(r->inputs[s], r->inputs[s - 1], r->sources[s], n);
+}
+
+// x_s = x_{s-1} + o_{s-1}: the total gradient of x_{s-1}'s stream value,
+// d o_{s-1} = dsources[s], equals dx_s(total) = dsources[s+1] + dx_s (for
+// s = 2L the final h has no successor).
+static void baseline_read_backward(Residual *r, int s, const float *dx) {
+    size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
+    int last = 2 * r->cfg->num_hidden_layers;
+    if (s == last) vec_acc(r->dsources[s], dx, n);
+    else vec_add(r->dsources[s], r->dsources[s + 1], dx, n);
+}
+
+const ResidualScheme residual_baseline = {
+    .name = "baseline",
+    .add_params = no_params,
+    .init_params = NULL,
+    .act_floats = no_acts,
+    .bind = no_bind,
+    .read = baseline_read,
+    .write = no_write,
+    .read_backward = baseline_read_backward,
+    .write_backward = no_write,
+};

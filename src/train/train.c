@@ -1,0 +1,150 @@
+#include "train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../data/loader.h"
+#include "../io/atomic.h"
+
+static volatile sig_atomic_t stop_signal = 0;
+static void on_signal(int sig) { stop_signal = sig; }
+
+double evaluate(Model *m, const TokenFile *val, int batches, long *tokens) {
+    int B = m->B, T = m->T;
+    Loader ld;
+    if (loader_init(&ld, val, T, 0)) return NAN;
+    long windows = ld.n_windows / B;
+    if (windows > batches) windows = batches;
+    double sum = 0;
+    for (long b = 0; b < windows; b++) {
+        for (int i = 0; i < B; i++)
+            loader_window(&ld, b * B + i, m->tokens + (size_t)i * T, m->targets + (size_t)i * T);
+        sum += model_forward(m, m->tokens, m->targets);
+    }
+    loader_free(&ld);
+    if (tokens) *tokens = windows * B * T;
+    return windows ? sum / windows : NAN;
+}
+
+// Drop metrics of steps after the checkpoint we resume from, so the file
+// reads as one run.
+static int trim_metrics(const char *path, long step) {
+    char *text;
+    size_t n;
+    if (access(path, F_OK) != 0) return MHAR_OK;
+    if (read_file(path, &text, &n)) return MHAR_ERR;
+    size_t kept = 0;
+    for (char *line = text; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+        const char *k = strstr(line, "\"step\":");
+        if (k && k < line + len && strtol(k + 7, NULL, 10) <= step) {
+            memmove(text + kept, line, len);
+            kept += len;
+        }
+        line += len;
+    }
+    int rc = atomic_write_file(path, text, kept);
+    free(text);
+    return rc;
+}
+
+static void format_eta(char *buf, size_t cap, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)s;
+    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+}
+
+static int save(const char *dir, Model *m, AdamW *opt, TrainState *st, Loader *ld) {
+    st->data_epoch = ld->epoch;
+    st->data_pos = ld->pos;
+    st->opt_step = opt->step;
+    return checkpoint_save(dir, m, opt, st);
+}
+
+int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
+              const TokenFile *train, const TokenFile *val) {
+    const int B = st->batch, T = st->seq, tty = isatty(2);
+    const long max_bad = 5;
+    char path[4200];
+    if (path_join(path, sizeof path, dir, "metrics.jsonl")) return MHAR_ERR;
+    if (trim_metrics(path, st->step)) return MHAR_ERR;
+    FILE *metrics = fopen(path, "a");
+    if (!metrics) return mhar_fail("%s: cannot open for appending", path);
+    Loader ld;
+    if (loader_init(&ld, train, T, st->seed) || loader_seek(&ld, st->data_epoch, st->data_pos)) {
+        fclose(metrics);
+        return MHAR_ERR;
+    }
+    int *inputs = mhar_alloc(sizeof(int) * B * T), *targets = mhar_alloc(sizeof(int) * B * T);
+    if (!inputs || !targets) { fclose(metrics); loader_free(&ld); return MHAR_ERR; }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    int rc = MHAR_OK;
+    long first = st->step;
+    double t_start = now_seconds();
+    while (st->step < st->steps && rc == MHAR_OK) {
+        double t0 = now_seconds();
+        float lr = lr_schedule(st->step, st->steps, st->warmup, st->lr);
+        model_zero_grad(m);
+        double loss = 0;
+        for (int k = 0; k < st->accum; k++) {
+            loader_next(&ld, B, inputs, targets);
+            loss += model_forward(m, inputs, targets) / st->accum;
+            model_backward(m, 1.0f / st->accum);
+        }
+        double norm = grad_global_norm(m->grads, m->table.total);
+        if (isfinite(loss) && isfinite(norm)) {
+            adamw_step(opt, m->params, m->grads, norm, lr);
+            st->bad_steps = 0;
+        } else if (++st->bad_steps >= max_bad) {
+            rc = mhar_fail("step %ld: loss %g, gradient norm %g: %ld non-finite steps in a row; "
+                           "stopped, the last checkpoint in %s is kept", st->step + 1, loss, norm,
+                           st->bad_steps, dir);
+            break;
+        } else {
+            fprintf(stderr, "\nstep %ld: non-finite loss or gradient (loss %g, norm %g): update skipped\n",
+                    st->step + 1, loss, norm);
+        }
+        st->step++;
+        double dt = now_seconds() - t0, tok_s = (double)B * T * st->accum / dt;
+        st->tokens_seen += (double)B * T * st->accum;
+        fprintf(metrics, "{\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
+                st->step, loss, lr, norm, tok_s, st->tokens_seen);
+        double avg = (now_seconds() - t_start) / (st->step - first);
+        char eta[32];
+        format_eta(eta, sizeof eta, avg * (st->steps - st->step));
+        if (tty || st->step % 10 == 0 || st->step == st->steps)
+            fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | ETA %s%s",
+                    tty ? "\r" : "", st->step, st->steps, loss, lr, norm, tok_s, eta, tty ? "   " : "\n");
+        int last = st->step == st->steps;
+        if (st->eval_every > 0 && (st->step % st->eval_every == 0 || last)) {
+            long ntok;
+            double vl = evaluate(m, val, st->eval_batches, &ntok);
+            fprintf(metrics, "{\"step\":%ld,\"val_loss\":%.6f,\"val_tokens\":%ld}\n", st->step, vl, ntok);
+            fprintf(stderr, "%sstep %ld: val loss %.4f (%ld tokens)\n", tty ? "\n" : "", st->step, vl, ntok);
+        }
+        fflush(metrics);
+        if (last || (st->save_every > 0 && st->step % st->save_every == 0) || stop_signal) {
+            rc = save(dir, m, opt, st, &ld);
+            if (stop_signal && rc == MHAR_OK) {
+                fprintf(stderr, "\nsignal %d: checkpoint saved at step %ld in %s; continue with --resume\n",
+                        (int)stop_signal, st->step, dir);
+                break;
+            }
+        }
+    }
+    if (tty) fprintf(stderr, "\n");
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    fclose(metrics);
+    mhar_free(inputs); mhar_free(targets);
+    loader_free(&ld);
+    return rc;
+}

@@ -1,0 +1,1 @@
+"""Reference implementation and helpers for the Python tests."""

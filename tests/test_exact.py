@@ -1,0 +1,289 @@
+"""Exactness of the C model and of every residual scheme against the
+independent float64 PyTorch reference (tests/ref/model.py).
+
+For each enabled scheme of SCHEMES, on the nano shape (d 128, 6 layers, heads
+4 / kv 2, head_dim 32, ffn 384, vocab 512), batch 2, seq 32, with random
+weights: the C tool `$MHAR_BUILD/tests/tool_dump` dumps logits, loss and the
+gradient of every parameter, then runs 10 AdamW steps (lr 1e-3, warm-up 2)
+and dumps the loss trajectory, gradient norms and final parameters.
+
+Tolerances (relative, per tensor: max|c - ref| / max|ref|):
+  1e-4  logits, loss, every gradient: the C side computes in fp32 (unit
+        roundoff 6e-8); a few hundred accumulated roundings through 12
+        sublayers stay near 1e-6, while a wrong formula is off by >= 1e-2.
+  1e-4  each step's loss (relative to that step's reference loss).
+  1e-3  gradient norms and parameters after 10 steps: AdamW divides by
+        sqrt(v), which amplifies fp32 noise in small gradients, and the
+        differences compound over the steps.
+  1e-5  reference vs HF transformers (both at >= fp32 precision: HF computes
+        its norms and softmax in fp32 even for a float64 model).
+The self-check "fp32_headroom" runs the reference itself in fp32 against
+float64, to show that these tolerances leave room for an honest fp32
+implementation.
+
+Reference self-checks that need no C code: (a) the baseline equals HF
+Qwen3ForCausalLM, tied and untied; (b) mhar with H = 1 equals attnres exactly
+and Route(H=1) is textbook single-head AttnRes; (c) with every routing query 0
+each read is the uniform mean of its sources; (d) delta_mh with every
+res_alpha = 0 gives the baseline logits exactly (and denseformer at its SPEC
+init too).
+
+Enable schemes in SCHEMES as the C side gains them, or select some for one
+run: MHAR_EXACT_SCHEMES=all (or a comma list of names) python3 tests/test_exact.py
+"""
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ref import common, model  # noqa: E402
+from ref.common import Report, rel_err, worst_rel  # noqa: E402
+
+SCHEMES = [
+    dict(name="baseline", mode="baseline", enabled=True),
+    dict(name="baseline_untied", mode="baseline", tied=False, enabled=False),
+    dict(name="attnres", mode="attnres", enabled=False),
+    dict(name="mhar_h2", mode="mhar", heads=2, enabled=False),
+    dict(name="mhar_h4", mode="mhar", heads=4, enabled=False),
+    dict(name="mhar_h8", mode="mhar", heads=8, enabled=False),
+    dict(name="block_h2_n2", mode="block", heads=2, blocks=2, enabled=False),
+    dict(name="block_h1_n3", mode="block", heads=1, blocks=3, enabled=False),
+    dict(name="hc", mode="hc", enabled=False),
+    dict(name="denseformer", mode="denseformer", enabled=False),
+    dict(name="delta_mh_h2_n3", mode="delta_mh", heads=2, blocks=3, enabled=False),
+]
+
+B, T = 2, 32
+SEED, TOKEN_SEED = 1234, 7
+STEPS, LR, WARMUP = 10, 1e-3, 2
+TOL_FORWARD = 1e-4      # logits, loss, gradients
+TOL_LOSSES = 1e-4       # each step's loss
+TOL_TRAINED = 1e-3      # gradient norms, parameters after STEPS steps
+TOL_HF = 1e-5
+
+
+def config_of(sc):
+    return common.make_config(sc["mode"], heads=sc.get("heads", 1),
+                              blocks=sc.get("blocks", 0), tied=sc.get("tied", True))
+
+
+def scheme(name):
+    return next(sc for sc in SCHEMES if sc["name"] == name)
+
+
+def selected_schemes():
+    pick = os.environ.get("MHAR_EXACT_SCHEMES", "")
+    if not pick:
+        return [sc for sc in SCHEMES if sc["enabled"]]
+    if pick == "all":
+        return list(SCHEMES)
+    return [scheme(n.strip()) for n in pick.split(",") if n.strip()]
+
+
+def f64(params):
+    return {k: v.double() for k, v in params.items()}
+
+
+# --------------------------------------------------------------------------
+# Reference self-checks (no C code)
+# --------------------------------------------------------------------------
+
+def check_hf(rep, tmp, inputs):
+    """(a) reference baseline == transformers Qwen3ForCausalLM, tied and untied."""
+    from transformers import Qwen3ForCausalLM
+    for tied in (True, False):
+        name = f"selfcheck.hf_{'tied' if tied else 'untied'}"
+        with rep.guard(name):
+            cfg = common.make_config("baseline", tied=tied)
+            params = model.init_params(cfg, SEED)
+            run = common.write_run_dir(Path(tmp) / name, cfg, params)
+            hf, info = Qwen3ForCausalLM.from_pretrained(
+                run, attn_implementation="eager", dtype=torch.float64, output_loading_info=True)
+            bad = {k: v for k, v in info.items() if v}
+            if bad:
+                raise AssertionError(f"HF loading info not clean: {bad}")
+            with torch.no_grad():
+                want = hf(input_ids=inputs).logits
+                got = model.forward(cfg, f64(params), inputs)
+            rep.within(name, rel_err(got, want), TOL_HF, "logits")
+
+
+def check_h1_is_attnres(rep, inputs):
+    """(b) mhar H=1 == attnres bit for bit; Route(H=1) == single-head formula."""
+    with rep.guard("selfcheck.mhar_h1_is_attnres"):
+        cfg_a = common.make_config("attnres")
+        cfg_m = common.make_config("mhar", heads=1)
+        params = f64(model.init_params(cfg_a, SEED))
+        same = torch.equal(model.forward(cfg_a, params, inputs), model.forward(cfg_m, params, inputs))
+        rep.check("selfcheck.mhar_h1_is_attnres", same, "logits bit-identical" if same else "logits differ")
+    with rep.guard("selfcheck.route_h1_formula"):
+        g = torch.Generator().manual_seed(3)
+        S = [torch.randn(B, T, 128, generator=g, dtype=torch.float64) * (n + 1) for n in range(5)]
+        q, gw = torch.randn(128, generator=g, dtype=torch.float64), 1 + 0.1 * torch.randn(128, generator=g, dtype=torch.float64)
+        keys = [s / s.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt() * gw for s in S]
+        w = torch.stack([k @ q for k in keys]).softmax(0)
+        want = sum(w[n, ..., None] * S[n] for n in range(5))
+        rep.within("selfcheck.route_h1_formula", rel_err(model.route(S, q, gw, 1, 1e-6), want), 1e-12)
+
+
+def check_zero_query_uniform(rep, inputs):
+    """(c) with every routing query 0, each read is the uniform mean of its sources."""
+    for name in ("mhar_h4", "block_h2_n2", "block_h1_n3", "delta_mh_h2_n3"):
+        check = f"selfcheck.zero_query_uniform.{name}"
+        with rep.guard(check):
+            cfg = config_of(scheme(name))
+            params = f64(model.init_params(cfg, SEED))
+            for k in params:
+                if k.endswith("_res_proj.weight"):
+                    params[k] = torch.zeros_like(params[k])
+            trace = []
+            model.forward(cfg, params, inputs, trace=trace)
+            err = max(rel_err(x, torch.stack([s.expand_as(x) for s in srcs]).mean(0))
+                      for srcs, x in trace)
+            rep.within(check, err, 1e-12, f"{len(trace)} reads, worst")
+
+
+def check_exact_reductions(rep, inputs):
+    """(d) delta_mh with res_alpha = 0 == baseline exactly, in float64 and
+    fp32; denseformer at its SPEC init (one-hot dwa) == baseline exactly."""
+    base_cfg = common.make_config("baseline")
+    base = model.init_params(base_cfg, SEED)
+    delta_cfg = config_of(scheme("delta_mh_h2_n3"))
+    delta = model.init_params(delta_cfg, SEED)
+    for k in delta:
+        if k.endswith("_res_alpha"):
+            delta[k] = torch.zeros_like(delta[k])
+    dense_cfg = common.make_config("denseformer")
+    dense = model.init_params(dense_cfg, SEED, random_routing=False)
+    cases = [("delta_zero_alpha_is_baseline", delta_cfg, delta),
+             ("denseformer_init_is_baseline", dense_cfg, dense)]
+    for label, cfg, params in cases:
+        for dtype in (torch.float64, torch.float32):
+            name = f"selfcheck.{label}.{str(dtype).split('.')[-1]}"
+            with rep.guard(name), torch.no_grad():
+                cast = lambda p: {k: v.to(dtype) for k, v in p.items()}   # noqa: E731
+                want = model.forward(base_cfg, cast(base), inputs)
+                got = model.forward(cfg, cast(params), inputs)
+                same = torch.equal(got, want)
+                rep.check(name, same, "bit-identical" if same else f"differ, rel {rel_err(got, want):.1e}")
+
+
+def check_token_file(rep, tmp):
+    with rep.guard("selfcheck.token_file"):
+        path = Path(tmp) / "roundtrip.bin"
+        toks = common.random_tokens(1000, 70000, 5).numpy()
+        common.write_tokens(path, toks, 70000)
+        back, vocab = common.read_tokens(path)
+        ok = vocab == 70000 and (back == toks).all() and path.stat().st_size == 32 + 4 * 1000
+        rep.check("selfcheck.token_file", bool(ok), "round trip")
+
+
+def check_fp32_headroom(rep, inputs, targets):
+    """The reference in fp32 stays within the C tolerances of float64."""
+    for sc in SCHEMES:
+        name = f"selfcheck.fp32_headroom.{sc['name']}"
+        with rep.guard(name):
+            cfg = config_of(sc)
+            params = model.init_params(cfg, SEED)
+            lo = model.loss_and_grads(cfg, params, inputs, targets, torch.float32)
+            hi = model.loss_and_grads(cfg, params, inputs, targets, torch.float64)
+            fwd = max(rel_err(lo[0], hi[0]), rel_err(lo[1], hi[1]), worst_rel(lo[2], hi[2])[1])
+            kw = dict(steps=STEPS, lr=LR, warmup=WARMUP)
+            tlo = model.train_reference(cfg, params, inputs, targets, dtype=torch.float32, **kw)
+            thi = model.train_reference(cfg, params, inputs, targets, dtype=torch.float64, **kw)
+            losses = max(abs(a - b) / abs(b) for a, b in zip(tlo[0], thi[0]))
+            trained = max(max(abs(a - b) / abs(b) for a, b in zip(tlo[1], thi[1])),
+                          worst_rel(tlo[2], thi[2])[1])
+            ok = fwd <= TOL_FORWARD / 10 and losses <= TOL_LOSSES / 10 and trained <= TOL_TRAINED / 10
+            rep.check(name, ok, f"forward/grads {fwd:.1e}, losses {losses:.1e}, "
+                                f"trained {trained:.1e}; must be 10x under the tolerances")
+
+
+# --------------------------------------------------------------------------
+# C vs reference
+# --------------------------------------------------------------------------
+
+def tensor(dump, key):
+    if key not in dump:
+        raise KeyError(f"tool_dump output has no {key!r}")
+    return dump[key]
+
+
+def compare_names(rep, name, dump, prefix, params):
+    """The dump holds prefix+name for exactly the parameters of the config."""
+    got = {k[len(prefix):] for k in dump if k.startswith(prefix)}
+    missing, extra = sorted(set(params) - got), sorted(got - set(params))
+    detail = f"{len(got)} tensors"
+    if missing or extra:
+        detail = f"missing {missing[:4]}{'...' if len(missing) > 4 else ''}, extra {extra[:4]}"
+    return rep.check(name, not missing and not extra, detail)
+
+
+def compare_forward(rep, name, dump, cfg, params, inputs, targets):
+    logits, value, grads = model.loss_and_grads(cfg, params, inputs, targets)
+    rep.within(f"{name}.logits", rel_err(tensor(dump, "logits"), logits), TOL_FORWARD)
+    rep.within(f"{name}.loss", rel_err(tensor(dump, "loss"), value.reshape(1)), TOL_FORWARD,
+               f"loss {value.item():.6f},")
+    compare_names(rep, f"{name}.grad_names", dump, "grad.", params)
+    got = {k[5:]: v for k, v in dump.items() if k.startswith("grad.")}
+    worst, err = worst_rel(got, grads)
+    rep.within(f"{name}.grads", err, TOL_FORWARD, f"worst {worst}:")
+
+
+def compare_train(rep, name, dump, cfg, params, inputs, targets):
+    losses, norms, final = model.train_reference(cfg, params, inputs, targets,
+                                                 steps=STEPS, lr=LR, warmup=WARMUP)
+    for key, ref, tol in (("losses", losses, TOL_LOSSES), ("grad_norm", norms, TOL_TRAINED)):
+        got = tensor(dump, key).double().reshape(-1)
+        if got.numel() != STEPS:
+            rep.fail(f"{name}.train_{key}", f"{got.numel()} values, want {STEPS}")
+            continue
+        errs = [abs(g - r) / abs(r) for g, r in zip(got.tolist(), ref)]
+        step = max(range(STEPS), key=lambda i: errs[i])
+        rep.within(f"{name}.train_{key}", errs[step], tol,
+                   f"worst step {step}: {got[step].item():.6g} vs {ref[step]:.6g},")
+    compare_names(rep, f"{name}.train_param_names", dump, "param.", params)
+    got = {k[6:]: v for k, v in dump.items() if k.startswith("param.")}
+    worst, err = worst_rel(got, final)
+    rep.within(f"{name}.train_params", err, TOL_TRAINED, f"worst {worst}:")
+
+
+def check_against_c(rep, sc, tmp, tokens_path, inputs, targets):
+    name = f"exact.{sc['name']}"
+    cfg = config_of(sc)
+    params = model.init_params(cfg, SEED)
+    run = common.write_run_dir(Path(tmp) / sc["name"], cfg, params)
+    with rep.guard(f"{name}.forward"):
+        dump = common.tool_dump(run, tokens_path, B, T, Path(tmp) / f"{sc['name']}.fwd.safetensors")
+        compare_forward(rep, name, dump, cfg, params, inputs, targets)
+    with rep.guard(f"{name}.train"):
+        dump = common.tool_dump(run, tokens_path, B, T, Path(tmp) / f"{sc['name']}.train.safetensors",
+                                steps=STEPS, lr=LR, warmup=WARMUP)
+        compare_train(rep, name, dump, cfg, params, inputs, targets)
+
+
+def main():
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    rep = Report()
+    with tempfile.TemporaryDirectory(prefix="mhar_exact_") as tmp:
+        tokens = common.random_tokens(B * (T + 1), common.NANO["vocab_size"], TOKEN_SEED)
+        tokens_path = Path(tmp) / "tokens.bin"
+        common.write_tokens(tokens_path, tokens.numpy(), common.NANO["vocab_size"])
+        inputs, targets = common.batch_rows(tokens, B, T)
+
+        check_token_file(rep, tmp)
+        check_hf(rep, tmp, inputs)
+        check_h1_is_attnres(rep, inputs)
+        check_zero_query_uniform(rep, inputs)
+        check_exact_reductions(rep, inputs)
+        check_fp32_headroom(rep, inputs, targets)
+        for sc in selected_schemes():
+            check_against_c(rep, sc, tmp, tokens_path, inputs, targets)
+    rep.finish()
+
+
+if __name__ == "__main__":
+    main()
