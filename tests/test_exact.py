@@ -40,7 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ref import common, model  # noqa: E402
-from ref.common import Report, rel_err, worst_rel  # noqa: E402
+from ref.common import Report, group_scalars, rel_err, worst_rel  # noqa: E402
 
 SCHEMES = [
     dict(name="baseline", mode="baseline", enabled=True),
@@ -85,6 +85,11 @@ def selected_schemes():
 
 def f64(params):
     return {k: v.double() for k, v in params.items()}
+
+
+def worst_tensor(got, ref):
+    """(name, error) of the worst tensor, the 0-dim ones taken together."""
+    return worst_rel(*group_scalars(got, ref))
 
 
 # --------------------------------------------------------------------------
@@ -190,13 +195,13 @@ def check_fp32_headroom(rep, inputs, targets):
             params = model.init_params(cfg, SEED)
             lo = model.loss_and_grads(cfg, params, inputs, targets, torch.float32)
             hi = model.loss_and_grads(cfg, params, inputs, targets, torch.float64)
-            fwd = max(rel_err(lo[0], hi[0]), rel_err(lo[1], hi[1]), worst_rel(lo[2], hi[2])[1])
+            fwd = max(rel_err(lo[0], hi[0]), rel_err(lo[1], hi[1]), worst_tensor(lo[2], hi[2])[1])
             kw = dict(steps=STEPS, lr=LR, warmup=WARMUP)
             tlo = model.train_reference(cfg, params, inputs, targets, dtype=torch.float32, **kw)
             thi = model.train_reference(cfg, params, inputs, targets, dtype=torch.float64, **kw)
             losses = max(abs(a - b) / abs(b) for a, b in zip(tlo[0], thi[0]))
             trained = max(max(abs(a - b) / abs(b) for a, b in zip(tlo[1], thi[1])),
-                          worst_rel(tlo[2], thi[2])[1])
+                          worst_tensor(tlo[2], thi[2])[1])
             ok = fwd <= TOL_FORWARD / 10 and losses <= TOL_LOSSES / 10 and trained <= TOL_TRAINED / 10
             rep.check(name, ok, f"forward/grads {fwd:.1e}, losses {losses:.1e}, "
                                 f"trained {trained:.1e}; must be 10x under the tolerances")
@@ -213,13 +218,16 @@ def tensor(dump, key):
 
 
 def compare_names(rep, name, dump, prefix, params):
-    """The dump holds prefix+name for exactly the parameters of the config."""
-    got = {k[len(prefix):] for k in dump if k.startswith(prefix)}
-    missing, extra = sorted(set(params) - got), sorted(got - set(params))
-    detail = f"{len(got)} tensors"
-    if missing or extra:
-        detail = f"missing {missing[:4]}{'...' if len(missing) > 4 else ''}, extra {extra[:4]}"
-    return rep.check(name, not missing and not extra, detail)
+    """The dump holds prefix+name, with the parameter's shape, for exactly the
+    parameters of the config."""
+    got = {k[len(prefix):]: tuple(v.shape) for k, v in dump.items() if k.startswith(prefix)}
+    missing, extra = sorted(set(params) - set(got)), sorted(set(got) - set(params))
+    shapes = [f"{k} {got[k]} != {tuple(v.shape)}" for k, v in params.items()
+              if k in got and got[k] != tuple(v.shape)]
+    if missing or extra or shapes:
+        more = lambda xs: f"{xs[:3]}{'...' if len(xs) > 3 else ''}"   # noqa: E731
+        return rep.fail(name, f"missing {more(missing)}, extra {more(extra)}, shapes {more(shapes)}")
+    return rep.passed(name, f"{len(got)} tensors")
 
 
 def compare_forward(rep, name, dump, cfg, params, inputs, targets):
@@ -229,7 +237,7 @@ def compare_forward(rep, name, dump, cfg, params, inputs, targets):
                f"loss {value.item():.6f},")
     compare_names(rep, f"{name}.grad_names", dump, "grad.", params)
     got = {k[5:]: v for k, v in dump.items() if k.startswith("grad.")}
-    worst, err = worst_rel(got, grads)
+    worst, err = worst_tensor(got, grads)
     rep.within(f"{name}.grads", err, TOL_FORWARD, f"worst {worst}:")
 
 
@@ -247,7 +255,7 @@ def compare_train(rep, name, dump, cfg, params, inputs, targets):
                    f"worst step {step}: {got[step].item():.6g} vs {ref[step]:.6g},")
     compare_names(rep, f"{name}.train_param_names", dump, "param.", params)
     got = {k[6:]: v for k, v in dump.items() if k.startswith("param.")}
-    worst, err = worst_rel(got, final)
+    worst, err = worst_tensor(got, final)
     rep.within(f"{name}.train_params", err, TOL_TRAINED, f"worst {worst}:")
 
 

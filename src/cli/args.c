@@ -40,8 +40,8 @@ static int set_value(Flag *f, const char *v) {
     else *(float *)f->dst = (float)x;
     return 0;
 bad:
-    fprintf(stderr, "error: --%s expects a %s, got '%s'\n", f->name,
-            f->type == FLAG_FLOAT ? "number" : f->type == FLAG_U64 ? "non-negative integer" : "integer", v);
+    fprintf(stderr, "error: --%s expects %s, got '%s'\n", f->name,
+            f->type == FLAG_FLOAT ? "a number" : f->type == FLAG_U64 ? "a non-negative integer" : "an integer", v);
     return -1;
 }
 

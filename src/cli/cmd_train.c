@@ -54,6 +54,7 @@ static int default_data(const char *dir, char *train, char *val, size_t cap) {
 typedef struct {
     const char *out, *preset, *config, *residual, *train, *val;
     int route_heads, route_blocks, resume;
+    long stop_at;
     TrainState st;
 } TrainArgs;
 
@@ -114,9 +115,14 @@ static int run(TrainArgs *a, Flag *flags, int n_flags) {
         if (exists) return mhar_fail("%s already holds a run; use --resume or another --out", a->out);
         if (!a->train != !a->val) return mhar_fail("give both --train and --val (or neither for the built-in data)");
         if (!a->train && default_data(a->out, train_buf, val_buf, sizeof train_buf)) return MHAR_ERR;
-        if (copy_str(st->train_path, sizeof st->train_path, a->train ? a->train : train_buf) ||
-            copy_str(st->val_path, sizeof st->val_path, a->val ? a->val : val_buf))
-            return MHAR_ERR;
+        // Absolute paths, so --resume works from any directory.
+        const char *tp = a->train ? a->train : train_buf, *vp = a->val ? a->val : val_buf;
+        char *t_abs = realpath(tp, NULL), *v_abs = realpath(vp, NULL);
+        int bad = copy_str(st->train_path, sizeof st->train_path, t_abs ? t_abs : tp) ||
+                  copy_str(st->val_path, sizeof st->val_path, v_abs ? v_abs : vp);
+        free(t_abs);
+        free(v_abs);
+        if (bad) return MHAR_ERR;
     }
     TokenFile train = {0}, val = {0};
     int rc = tokens_load(st->train_path, &train);
@@ -138,7 +144,7 @@ static int run(TrainArgs *a, Flag *flags, int n_flags) {
         fprintf(stderr, "model: %s, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d\n",
                 a->config ? a->config : a->preset, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
                 m.cfg.num_hidden_layers, st->batch, st->seq, st->accum);
-        rc = train_run(a->out, &m, &opt, st, &train, &val);
+        rc = train_run(a->out, &m, &opt, st, &train, &val, a->stop_at);
     }
     if (!a->resume || m.params) model_free(&m);
     adamw_free(&opt);
@@ -172,6 +178,7 @@ int cmd_train(int argc, char **argv) {
         {"eval-batches", FLAG_INT, &st->eval_batches, "validation batches per evaluation (default 20)", 1, 1e9, 0},
         {"save-every", FLAG_INT, &st->save_every, "steps between checkpoints (default eval-every)", 0, 1e9, 0},
         {"resume", FLAG_BOOL, &a.resume, "continue the run in --out from its checkpoint", 0, 0, 0},
+        {"stop-at", FLAG_LONG, &a.stop_at, "checkpoint and exit after this step (continue with --resume)", 1, 1e12, 0},
     };
     int n = sizeof flags / sizeof flags[0];
     int r = args_parse(argc, argv, flags, n, usage);

@@ -68,7 +68,7 @@ static int save(const char *dir, Model *m, AdamW *opt, TrainState *st, Loader *l
 }
 
 int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
-              const TokenFile *train, const TokenFile *val) {
+              const TokenFile *train, const TokenFile *val, long stop_at) {
     const int B = st->batch, T = st->seq, tty = isatty(2);
     const long max_bad = 5;
     char path[4200];
@@ -123,7 +123,7 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
         if (tty || st->step % 10 == 0 || st->step == st->steps)
             fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | ETA %s%s",
                     tty ? "\r" : "", st->step, st->steps, loss, lr, norm, tok_s, eta, tty ? "   " : "\n");
-        int last = st->step == st->steps;
+        int last = st->step == st->steps, stop_here = st->step == stop_at;
         if (st->eval_every > 0 && (st->step % st->eval_every == 0 || last)) {
             long ntok;
             double vl = evaluate(m, val, st->eval_batches, &ntok);
@@ -131,8 +131,12 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
             fprintf(stderr, "%sstep %ld: val loss %.4f (%ld tokens)\n", tty ? "\n" : "", st->step, vl, ntok);
         }
         fflush(metrics);
-        if (last || (st->save_every > 0 && st->step % st->save_every == 0) || stop_signal) {
+        if (last || stop_here || (st->save_every > 0 && st->step % st->save_every == 0) || stop_signal) {
             rc = save(dir, m, opt, st, &ld);
+            if (stop_here && rc == MHAR_OK) {
+                fprintf(stderr, "%sstopped at step %ld as asked; continue with --resume\n", tty ? "\n" : "", st->step);
+                break;
+            }
             if (stop_signal && rc == MHAR_OK) {
                 fprintf(stderr, "\nsignal %d: checkpoint saved at step %ld in %s; continue with --resume\n",
                         (int)stop_signal, st->step, dir);

@@ -6,10 +6,11 @@
 #include "checkpoint.h"
 #include "optim.h"
 
-// Run from st->step to st->steps. The model's arena must be sized for
-// (st->batch, st->seq). Returns MHAR_OK, or MHAR_ERR with a message.
+// Run from st->step to st->steps (or stop_at, if > 0: checkpoint and
+// return there). The model's arena must be sized for (st->batch, st->seq).
+// Returns MHAR_OK, or MHAR_ERR with a message.
 int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
-              const TokenFile *train, const TokenFile *val);
+              const TokenFile *train, const TokenFile *val, long stop_at);
 // Mean next-token loss over up to `batches` batches of val, read in file
 // order (the same windows every time). *tokens receives the token count.
 double evaluate(Model *m, const TokenFile *val, int batches, long *tokens);

@@ -211,6 +211,25 @@ def worst_rel(got, ref):
     return name, errs[name]
 
 
+def group_scalars(got, ref):
+    """Replace the 0-dim tensors of both dicts by one vector "scalars(N)".
+
+    A lone scalar's gradient (delta_mh's res_alpha: one dot product over
+    B*T*d terms) can be near zero by chance, and then max|a-ref|/|ref| is
+    meaningless; compared as one vector the scalars share one scale, as the
+    entries of any other tensor do. A scalar missing from `got` becomes NaN.
+    """
+    names = sorted(k for k, v in ref.items() if v.dim() == 0)
+    if not names:
+        return got, ref
+    key, nan = f"scalars({len(names)})", torch.tensor(float("nan"))
+    g = {k: v for k, v in got.items() if k not in names}
+    r = {k: v for k, v in ref.items() if k not in names}
+    g[key] = torch.stack([got.get(k, nan).double().reshape(()) for k in names])
+    r[key] = torch.stack([ref[k].double() for k in names])
+    return g, r
+
+
 # --------------------------------------------------------------------------
 # Reporting
 # --------------------------------------------------------------------------

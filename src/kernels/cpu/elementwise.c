@@ -105,6 +105,38 @@ SIMD_MAX_M
     return m;
 }
 
+// Σ_j exp(x[j] − m) over a row of V, and with the _inplace variant also
+// x[j] <- exp(x[j] − m). Float sums over blocks of 256 vectorise (16 terms per
+// lane, ~1e-6 relative); the blocks add up in double, so the error does not
+// grow with V.
+enum { SUM_BLK = 256 };
+static double row_sumexp(const float *restrict x, int V, float m) {
+    double s = 0.0;
+    for (int j0 = 0; j0 < V; j0 += SUM_BLK) {
+        int n = V - j0 < SUM_BLK ? V - j0 : SUM_BLK;
+        float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+        for (int j = j0; j < j0 + n; j++) part += vexp(x[j] - m);
+        s += part;
+    }
+    return s;
+}
+
+static double row_exp_inplace(float *restrict x, int V, float m) {
+    double s = 0.0;
+    for (int j0 = 0; j0 < V; j0 += SUM_BLK) {
+        int n = V - j0 < SUM_BLK ? V - j0 : SUM_BLK;
+        float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+        for (int j = j0; j < j0 + n; j++) {
+            x[j] = vexp(x[j] - m);
+            part += x[j];
+        }
+        s += part;
+    }
+    return s;
+}
+
 // logits [n, V], targets [n] -> losses [n] = logsumexp(row) − row[target].
 // Returns Σ losses, summed in row order (deterministic).
 double xent_forward(float *restrict losses, const float *restrict logits,
@@ -113,9 +145,7 @@ double xent_forward(float *restrict losses, const float *restrict logits,
     for (int i = 0; i < n; i++) {
         const float *x = logits + (size_t)i * V;
         float m = row_max(x, V);
-        double s = 0.0; // double: V can be 1e5 terms
-#pragma omp simd reduction(+ : s)
-        for (int j = 0; j < V; j++) s += (double)vexp(x[j] - m);
+        double s = row_sumexp(x, V, m);
         losses[i] = (float)(log(s) + (double)m - (double)x[targets[i]]);
     }
     double total = 0.0;
@@ -133,13 +163,7 @@ void xent_backward(float *dlogits, const float *logits, const int *targets, int 
         float *restrict z = dlogits + (size_t)i * V;
         if (z != logits + (size_t)i * V) memcpy(z, logits + (size_t)i * V, sizeof(float) * V);
         float m = row_max(z, V);
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (int j = 0; j < V; j++) {
-            float e = vexp(z[j] - m);
-            z[j] = e;
-            s += (double)e;
-        }
+        double s = row_exp_inplace(z, V, m);
         float c = (float)((double)scale / s);
         for (int j = 0; j < V; j++) z[j] *= c;
         z[targets[i]] -= scale;

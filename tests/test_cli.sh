@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The command line as a user meets it: every command's --help, a short run,
+# eval, sample, bit-identical resume, and a clear error (exit != 0, the file
+# and the reason named, nothing written) for each kind of bad input.
+set -u
+cd "$(dirname "$0")/.."
+M=$PWD/mhar
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+# expect_error NAME PATTERN CMD...: CMD must fail and say PATTERN on stderr.
+expect_error() {
+    local name=$1 pattern=$2; shift 2
+    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
+    if [ $rc -ne 0 ] && grep -qiE "$pattern" <<<"$err"; then pass "$name"
+    else fail "$name" "rc=$rc, stderr: $err"; fi
+}
+
+for c in train eval sample bench data; do
+    if $M $c --help | grep -q usage; then pass "help_$c"; else fail "help_$c" "no usage text"; fi
+done
+
+$M data synth --out "$W/train.bin" --vocab 64 --count 50000 --seed 1 2>/dev/null
+$M data synth --out "$W/val.bin" --vocab 64 --count 5000 --seed 2 2>/dev/null
+T="--train $W/train.bin --val $W/val.bin --batch 4 --seq 32 --eval-every 4 --eval-batches 2"
+
+# a short run writes the run directory
+if $M train --out "$W/a" $T --steps 8 2>/dev/null && [ -f "$W/a/config.json" ] && [ -f "$W/a/model.safetensors" ] \
+   && [ -f "$W/a/checkpoint/optimizer.safetensors" ] && [ "$(grep -c '"loss"' "$W/a/metrics.jsonl")" = 8 ]; then
+    pass train_writes_run_dir
+else fail train_writes_run_dir "missing files or metrics lines"; fi
+
+# N steps + resume + N steps == 2N steps, bit for bit
+$M train --out "$W/b" $T --steps 8 --stop-at 4 2>/dev/null
+(cd "$W" && $M train --out b --resume 2>/dev/null)
+if cmp -s "$W/a/model.safetensors" "$W/b/model.safetensors" && \
+   cmp -s "$W/a/checkpoint/optimizer.safetensors" "$W/b/checkpoint/optimizer.safetensors"; then
+    pass resume_bit_identical
+else fail resume_bit_identical "parameters or optimizer state differ"; fi
+if diff <(grep -v tok_per_s "$W/a/metrics.jsonl") <(grep -v tok_per_s "$W/b/metrics.jsonl") >/dev/null; then
+    pass resume_metrics_identical
+else fail resume_metrics_identical "metrics.jsonl differ"; fi
+expect_error resume_option_mismatch "differs from the run's saved" $M train --out "$W/b" --resume --batch 8
+expect_error run_dir_exists "already holds a run" $M train --out "$W/a" $T --steps 8
+
+# eval and sample
+out=$($M eval --run "$W/a" --data "$W/val.bin" --batch 4 --seq 32 --batches 3 2>/dev/null | tail -n 1)
+if python3 -c "import json,sys,math; d=json.loads(sys.argv[1]); assert d['tokens']==384 and 0<d['val_loss']<10" "$out"; then
+    pass eval_json
+else fail eval_json "last line: $out"; fi
+s1=$($M sample --run "$W/a" --prompt-tokens 1,2,3 --steps 10 --seed 5 2>/dev/null)
+s2=$($M sample --run "$W/a" --prompt-tokens 1,2,3 --steps 10 --seed 5 2>/dev/null)
+if [ "$(wc -w <<<"$s1")" = 13 ] && [ "$s1" = "$s2" ] && [[ $s1 == "1 2 3 "* ]]; then pass sample_reproducible
+else fail sample_reproducible "'$s1' vs '$s2'"; fi
+expect_error sample_prompt_out_of_vocab "not a token id" $M sample --run "$W/a" --prompt-tokens 1,999
+
+# bad input
+expect_error unknown_flag "unknown flag '--bogus'" $M train --out "$W/x" --bogus 1
+expect_error bad_number "expects an integer" $M train --out "$W/x" --steps 12x
+expect_error unknown_command "unknown command" $M frobnicate
+head -c 1000 "$W/train.bin" > "$W/trunc.bin"
+expect_error truncated_tokens "trunc.bin.*truncated" $M train --out "$W/x" --train "$W/trunc.bin" --val "$W/val.bin"
+python3 - "$W/badid.bin" <<'PY'
+import struct, sys
+toks = [1, 2, 3, 50, 4]
+open(sys.argv[1], "wb").write(b"MHARTOK\0" + struct.pack("<IIQII", 1, 2, len(toks), 10, 0) + struct.pack("<5H", *toks))
+PY
+expect_error token_id_over_vocab "badid.bin.*50" $M eval --run "$W/a" --data "$W/badid.bin"
+$M data synth --out "$W/big.bin" --vocab 1000 --count 5000 2>/dev/null
+expect_error data_vocab_over_model "vocabulary 1000 is larger" $M eval --run "$W/a" --data "$W/big.bin"
+cat > "$W/bad.json" <<'J'
+{"hidden_size": 130, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "head_dim": 32, "intermediate_size": 64, "vocab_size": 64}
+J
+expect_error config_width_heads "bad.json.*(divisible|divide)" $M train --out "$W/x" --config "$W/bad.json" $T --steps 1
+mkdir -p "$W/c"; cp "$W/a/config.json" "$W/c/"
+head -c 5000 "$W/a/model.safetensors" > "$W/c/model.safetensors"
+expect_error truncated_safetensors "c/model.safetensors.*truncated" $M eval --run "$W/c" --data "$W/val.bin"
+if [ ! -e "$W/x/checkpoint" ] && [ ! -e "$W/x/model.safetensors" ]; then pass nothing_written_on_error
+else fail nothing_written_on_error "files left in $W/x"; fi
