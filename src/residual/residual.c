@@ -1,10 +1,14 @@
 // The registry of residual schemes: attnres_mode -> implementation.
 #include "residual.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const ResidualScheme *const schemes[] = {
     &residual_baseline,
+    &residual_attnres,
+    &residual_mhar,
+    &residual_block,
 };
 
 const ResidualScheme *residual_find(const char *mode) {
@@ -17,5 +21,35 @@ int residual_param(const Residual *r, const char *name, size_t *offset) {
     int i = ptable_find(r->table, name);
     if (i < 0) return mhar_fail("residual scheme %s: parameter '%s' missing", r->scheme->name, name);
     *offset = r->table->p[i].offset;
+    return MHAR_OK;
+}
+
+static void site_names(int s, int L, char *q, char *g, size_t cap) {
+    if (s == 2 * L) {
+        snprintf(q, cap, "model.final_res_proj.weight");
+        snprintf(g, cap, "model.final_res_norm.weight");
+    } else {
+        const char *kind = s % 2 ? "mlp" : "attn";
+        snprintf(q, cap, "model.layers.%d.%s_res_proj.weight", s / 2, kind);
+        snprintf(g, cap, "model.layers.%d.%s_res_norm.weight", s / 2, kind);
+    }
+}
+
+int residual_add_route_sites(ParamTable *t, const Config *c, int with_final) {
+    int L = c->num_hidden_layers, d = c->hidden_size;
+    int q_shape[2] = {1, d}, g_shape[1] = {d};
+    for (int s = 0; s < 2 * L + (with_final ? 1 : 0); s++) {
+        char q[96], g[96];
+        site_names(s, L, q, g, sizeof q);
+        if (ptable_add(t, q, 2, q_shape, INIT_ZEROS) < 0 || ptable_add(t, g, 1, g_shape, INIT_ONES) < 0)
+            return MHAR_ERR;
+    }
+    return MHAR_OK;
+}
+
+int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off) {
+    char q[96], g[96];
+    site_names(s, r->cfg->num_hidden_layers, q, g, sizeof q);
+    if (residual_param(r, q, q_off) || residual_param(r, g, g_off)) return MHAR_ERR;
     return MHAR_OK;
 }

@@ -52,4 +52,12 @@ const ResidualScheme *residual_find(const char *mode);
 // Offset of a parameter in the table, or MHAR_ERR via mhar_fail if missing.
 int residual_param(const Residual *r, const char *name, size_t *offset);
 
+// Routing sites (attnres, mhar, block): site s < 2L is sublayer s, s = 2L the
+// final read. Declares model.layers.{i}.{attn,mlp}_res_{proj,norm}.weight
+// (q [1, d] init 0, g [d] init 1) and, with_final, model.final_res_*.
+int residual_add_route_sites(ParamTable *t, const Config *c, int with_final);
+// Offsets of site s's query and key-norm weight.
+int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off);
+
 extern const ResidualScheme residual_baseline;
+extern const ResidualScheme residual_attnres, residual_mhar, residual_block;

@@ -203,10 +203,24 @@ def rel_err(a, ref):
     return diff / (scale if scale > 0 else 1.0)
 
 
-def worst_rel(got, ref):
+def rel_l2(a, ref):
+    """||a - ref|| / ||ref|| (absolute if ref is all zero); inf on a shape
+    mismatch or a non-finite value."""
+    a = torch.as_tensor(a).double()
+    ref = torch.as_tensor(ref).double()
+    if a.shape != ref.shape:
+        return float("inf")
+    diff = (a - ref).norm().item()
+    if diff != diff:
+        return float("inf")
+    scale = ref.norm().item()
+    return diff / (scale if scale > 0 else 1.0)
+
+
+def worst_rel(got, ref, measure=rel_err):
     """(name, error) of the worst tensor over the names of `ref`; a name absent
     from `got` counts as an infinite error."""
-    errs = {k: (rel_err(got[k], v) if k in got else float("inf")) for k, v in ref.items()}
+    errs = {k: (measure(got[k], v) if k in got else float("inf")) for k, v in ref.items()}
     name = max(errs, key=errs.get)
     return name, errs[name]
 

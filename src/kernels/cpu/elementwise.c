@@ -1,6 +1,5 @@
 // Embedding, SwiGLU, softmax cross-entropy and vector helpers.
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 

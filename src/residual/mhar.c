@@ -1,0 +1,79 @@
+// SPEC §2.3: full depth routing. attnres (H = 1) and mhar (H heads). The
+// sources are the model's own buffer [emb, o_0, o_1, ...], each written once
+// by its producer (SPEC §5); a read at sublayer s routes over rows 0..s with
+// the fused kernel, which saves only the softmax weights w [s+1, n, H].
+#include "residual.h"
+
+#include "../kernels/ops.h"
+
+typedef struct {
+    size_t *q, *g;   // [2L+1] offsets of each site's query and key-norm weight
+    float **w;       // [2L+1] views into the arena: site s's weights [s+1, n, H]
+} RouteState;
+
+static int heads(const Config *c) { return c->attnres_num_heads; }
+
+static int mhar_add_params(ParamTable *t, const Config *c) { return residual_add_route_sites(t, c, 1); }
+
+static size_t mhar_act_floats(const Config *c, int n_tok) {
+    size_t sites = 2 * (size_t)c->num_hidden_layers + 1;
+    return sites * (sites + 1) / 2 * n_tok * heads(c);  // Σ_s (s+1)·n·H
+}
+
+static int mhar_bind(Residual *r) {
+    int sites = 2 * r->cfg->num_hidden_layers + 1;
+    RouteState *st = r->priv;
+    if (!st) {
+        st = r->priv = mhar_alloc(sizeof(RouteState) + sites * (2 * sizeof(size_t) + sizeof(float *)));
+        if (!st) return MHAR_ERR;
+        st->q = (size_t *)(st + 1);
+        st->g = st->q + sites;
+        st->w = (float **)(st->g + sites);
+    }
+    float *w = r->acts;
+    for (int s = 0; s < sites; s++) {
+        if (residual_route_site(r, s, &st->q[s], &st->g[s])) return MHAR_ERR;
+        st->w[s] = w;
+        w += (size_t)(s + 1) * r->n_tok * heads(r->cfg);
+    }
+    return MHAR_OK;
+}
+
+static void mhar_read(Residual *r, int s) {
+    RouteState *st = r->priv;
+    const Config *c = r->cfg;
+    route_forward(r->inputs[s], st->w[s], (const float *const *)r->sources, s + 1, r->params + st->q[s],
+                  r->params + st->g[s], r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
+}
+
+static void mhar_read_backward(Residual *r, int s, const float *dx) {
+    RouteState *st = r->priv;
+    const Config *c = r->cfg;
+    route_backward(r->dsources, r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx, st->w[s],
+                   (const float *const *)r->sources, s + 1, r->params + st->q[s], r->params + st->g[s],
+                   r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
+}
+
+static void no_write(Residual *r, int s) { (void)r; (void)s; }
+
+const ResidualScheme residual_attnres = {
+    .name = "attnres",
+    .add_params = mhar_add_params,
+    .act_floats = mhar_act_floats,
+    .bind = mhar_bind,
+    .read = mhar_read,
+    .write = no_write,
+    .read_backward = mhar_read_backward,
+    .write_backward = no_write,
+};
+
+const ResidualScheme residual_mhar = {
+    .name = "mhar",
+    .add_params = mhar_add_params,
+    .act_floats = mhar_act_floats,
+    .bind = mhar_bind,
+    .read = mhar_read,
+    .write = no_write,
+    .read_backward = mhar_read_backward,
+    .write_backward = no_write,
+};
