@@ -1,9 +1,13 @@
-// mhar bench: training throughput of one or more residual schemes, model
-// FLOP/s, and this machine's own sgemm rate measured in the same run.
+// mhar bench: training throughput and memory of one or all residual schemes,
+// model FLOP/s, and this machine's own sgemm rate, all measured in one run.
+// Each scheme runs in a child process, so its peak memory is its own.
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
@@ -12,10 +16,18 @@
 #include "train/optim.h"
 
 static const char *usage =
-    "usage: mhar bench --preset P --residual R --batch B --seq T [--steps N --vocab V]\n\n"
+    "usage: mhar bench [--preset P] [--residual R|all] [--batch B --seq T --steps N --repeat K]\n\n"
     "Times full training steps (forward, backward, AdamW) on random tokens and\n"
-    "reports the median. model FLOPs = 6·params + 12·L·nh·hd·T per token.\n"
-    "The last line is a JSON object.";
+    "reports the median step. model FLOPs = 6·params + 12·L·nh·hd·T per token;\n"
+    "mfu = model FLOP/s / the sgemm rate measured here (2048³, median of 5).\n"
+    "--residual all runs baseline, hc, denseformer, attnres, mhar and block and\n"
+    "reports each one's throughput and peak memory as ratios to baseline;\n"
+    "--repeat K interleaves K rounds of all schemes and takes medians.\n"
+    "--torch also times HF transformers' Qwen3 (PyTorch eager, fp32) on the\n"
+    "same shape via tools/bench_torch.py. The last line is a JSON object.";
+
+typedef struct { const char *name, *mode; int heads, blocks; } Scheme;
+typedef struct { double tok_s, peak_mb; } Sample;
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -45,59 +57,166 @@ static double measure_sgemm(void) {
     return 2.0 * n * n * n / median(t, 5) / 1e9;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *preset = "micro", *residual = "baseline";
-    int batch = 16, seq = 256, steps = 5, vocab = 8192, heads = 0, blocks = 0;
-    Flag flags[] = {
-        {"preset", FLAG_STR, &preset, "model preset (default micro)", 0, 0, 0},
-        {"residual", FLAG_STR, &residual, "residual scheme (default baseline)", 0, 0, 0},
-        {"route-heads", FLAG_INT, &heads, "routing heads for mhar", 1, 4096, 0},
-        {"route-blocks", FLAG_INT, &blocks, "blocks for block routing", 1, 1024, 0},
-        {"batch", FLAG_INT, &batch, "sequences per step (default 16)", 1, 1 << 20, 0},
-        {"seq", FLAG_INT, &seq, "tokens per sequence (default 256)", 1, 1 << 20, 0},
-        {"steps", FLAG_INT, &steps, "timed steps, after one warm-up (default 5)", 1, 1e6, 0},
-        {"vocab", FLAG_INT, &vocab, "vocabulary size (default 8192)", 2, 1 << 24, 0},
-    };
-    int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
-    if (r) return r > 0 ? 0 : 2;
+static int build(Model *m, AdamW *opt, const char *preset, const Scheme *s, int vocab, int B, int T) {
     Config c;
+    if (config_preset(preset, &c)) return MHAR_ERR;
+    c.vocab_size = vocab;
+    snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", s->mode);
+    c.attnres_num_heads = s->heads;
+    c.attnres_num_blocks = s->blocks;
+    if (model_create(m, &c)) return MHAR_ERR;
+    model_init_weights(m, 1);
+    if (adamw_init(opt, m->table.total)) return MHAR_ERR;
+    return model_alloc_acts(m, B, T);
+}
+
+// In the child: the median tokens/s of `steps` timed training steps.
+static double time_steps(const char *preset, const Scheme *s, int vocab, int B, int T, int steps, double *flops) {
     Model m;
     AdamW opt = {0};
     memset(&m, 0, sizeof m);
-    int rc = config_preset(preset, &c);
-    if (!rc) {
-        c.vocab_size = vocab;
-        snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", residual);
-        if (heads) c.attnres_num_heads = heads;
-        if (blocks) c.attnres_num_blocks = blocks;
-        rc = model_create(&m, &c);
-    }
-    if (!rc) { model_init_weights(&m, 1); rc = adamw_init(&opt, m.table.total); }
-    if (!rc) rc = model_alloc_acts(&m, batch, seq);
-    if (rc) { fprintf(stderr, "error: %s\n", mhar_error()); return 1; }
-    size_t n = (size_t)batch * (seq + 1);
-    int *tok = mhar_alloc(sizeof(int) * n * 2);
-    synth_tokens(tok, n * 2, vocab, "random", 7);
-    double *t = malloc(sizeof(double) * steps);
-    for (int i = -1; i < steps; i++) {
+    if (build(&m, &opt, preset, s, vocab, B, T)) return -1;
+    size_t n = (size_t)B * T + 1;
+    int *tok = mhar_alloc(sizeof(int) * n);
+    double *t = mhar_alloc(sizeof(double) * steps);
+    synth_tokens(tok, n, vocab, "random", 7);
+    for (int i = -1; i < steps; i++) {  // one untimed warm-up step
         double t0 = now_seconds();
         model_zero_grad(&m);
-        model_forward(&m, tok, tok + n);
+        model_forward(&m, tok, tok + 1);
         model_backward(&m, 1.0f);
         adamw_step(&opt, m.params, m.grads, grad_global_norm(m.grads, m.table.total), 1e-4f);
         if (i >= 0) t[i] = now_seconds() - t0;
     }
-    double step_s = median(t, steps), tok_s = batch * seq / step_s;
-    double gflops = model_train_flops_per_token(&m, seq) * tok_s / 1e9;
-    double sgemm = measure_sgemm();
-    fprintf(stderr, "%s %s: %.1f ms/step, %.0f tok/s, %.1f model GFLOP/s, sgemm %.1f GFLOP/s, MFU %.1f%%\n",
-            preset, residual, step_s * 1e3, tok_s, gflops, sgemm, 100 * gflops / sgemm);
-    printf("{\"preset\": \"%s\", \"residual\": \"%s\", \"batch\": %d, \"seq\": %d, \"tok_per_s\": %.1f, "
-           "\"model_gflops\": %.2f, \"sgemm_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f}\n",
-           preset, residual, batch, seq, tok_s, gflops, sgemm, gflops / sgemm, peak_rss_mb());
-    free(t);
-    mhar_free(tok);
+    *flops = model_train_flops_per_token(&m, T);
+    double tok_s = B * T / median(t, steps);
+    mhar_free(tok); mhar_free(t);
     adamw_free(&opt);
     model_free(&m);
+    return tok_s;
+}
+
+// Run one scheme in a child; its peak RSS comes from wait4.
+static int run_child(const char *preset, const Scheme *s, int vocab, int B, int T, int steps,
+                     Sample *out, double *flops) {
+    int fd[2];
+    if (pipe(fd)) return mhar_fail("pipe failed");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return mhar_fail("fork failed");
+    if (pid == 0) {
+        close(fd[0]);
+        double res[2];
+        res[0] = time_steps(preset, s, vocab, B, T, steps, &res[1]);
+        if (res[0] < 0) fprintf(stderr, "error: %s: %s\n", s->name, mhar_error());
+        ssize_t w = write(fd[1], res, sizeof res);
+        _exit(w == sizeof res && res[0] > 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    double res[2] = {0, 0};
+    ssize_t got = read(fd[0], res, sizeof res);
+    close(fd[0]);
+    int status;
+    struct rusage ru;
+    wait4(pid, &status, 0, &ru);
+    if (got != sizeof res || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || res[0] <= 0)
+        return mhar_fail("scheme %s failed", s->name);
+    out->tok_s = res[0];
+    out->peak_mb = ru.ru_maxrss / 1024.0;
+    *flops = res[1];
+    return MHAR_OK;
+}
+
+// tools/bench_torch.py on the same shape: its last line is {"tok_per_s": ...}.
+static double torch_tok_s(const char *preset, int vocab, int B, int T, int steps) {
+    char cmd[512], line[512], last[512] = "";
+    snprintf(cmd, sizeof cmd, "python3 tools/bench_torch.py --preset %s --vocab %d --batch %d --seq %d --steps %d",
+             preset, vocab, B, T, steps);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    while (fgets(line, sizeof line, p)) memcpy(last, line, sizeof line);
+    if (pclose(p) != 0) return -1;
+    const char *k = strstr(last, "\"tok_per_s\":");
+    return k ? atof(k + 12) : -1;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *preset = "micro", *residual = "baseline";
+    int batch = 16, seq = 256, steps = 5, vocab = 8192, heads = 8, blocks = 4, repeat = 1, torch = 0;
+    Flag flags[] = {
+        {"preset", FLAG_STR, &preset, "model preset (default micro)", 0, 0, 0},
+        {"residual", FLAG_STR, &residual, "scheme, or all (default baseline)", 0, 0, 0},
+        {"route-heads", FLAG_INT, &heads, "routing heads for mhar and block (default 8)", 1, 4096, 0},
+        {"route-blocks", FLAG_INT, &blocks, "blocks for block routing (default 4)", 1, 1024, 0},
+        {"batch", FLAG_INT, &batch, "sequences per step (default 16)", 1, 1 << 20, 0},
+        {"seq", FLAG_INT, &seq, "tokens per sequence (default 256)", 1, 1 << 20, 0},
+        {"steps", FLAG_INT, &steps, "timed steps per run, after one warm-up (default 5)", 1, 1e6, 0},
+        {"repeat", FLAG_INT, &repeat, "interleaved rounds over the schemes (default 1)", 1, 1000, 0},
+        {"vocab", FLAG_INT, &vocab, "vocabulary size (default 8192)", 2, 1 << 24, 0},
+        {"torch", FLAG_BOOL, &torch, "also time PyTorch eager (HF Qwen3) on the same shape", 0, 0, 0},
+    };
+    int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
+    if (r) return r > 0 ? 0 : 2;
+    Scheme all[] = {{"baseline", "baseline", 1, 0}, {"hc", "hc", 1, 0}, {"denseformer", "denseformer", 1, 0},
+                    {"attnres", "attnres", 1, 0}, {"mhar", "mhar", heads, 0}, {"block", "block", heads, blocks}};
+    Scheme one = {residual, residual, !strcmp(residual, "mhar") || !strcmp(residual, "block") ? heads : 1,
+                  !strcmp(residual, "block") ? blocks : 0};
+    int n = strcmp(residual, "all") ? 1 : 6;
+    Scheme *list = n == 1 ? &one : all;
+    Config probe;  // refuse a bad scheme before timing anything
+    config_preset(preset, &probe);
+    for (int i = 0; i < n; i++) {
+        probe.vocab_size = vocab;
+        snprintf(probe.attnres_mode, sizeof probe.attnres_mode, "%s", list[i].mode);
+        probe.attnres_num_heads = list[i].heads;
+        probe.attnres_num_blocks = list[i].blocks;
+        if (config_validate(&probe, "bench options") || !residual_find(list[i].mode)) {
+            fprintf(stderr, "error: %s\n", residual_find(list[i].mode) ? mhar_error() : "unknown residual scheme");
+            return 1;
+        }
+    }
+    // The children are forked before this process starts any OpenMP or
+    // OpenBLAS threads: libgomp does not survive a fork after its first use.
+    double fpt[6] = {0};  // model FLOPs per token of each scheme
+    double *tok = calloc((size_t)n * repeat, sizeof(double)), *mem = calloc((size_t)n * repeat, sizeof(double));
+    for (int k = 0; k < repeat; k++)
+        for (int i = 0; i < n; i++) {
+            Sample s = {0, 0};
+            if (run_child(preset, &list[i], vocab, batch, seq, steps, &s, &fpt[i])) {
+                fprintf(stderr, "error: %s\n", mhar_error());
+                return 1;
+            }
+            tok[i * repeat + k] = s.tok_s;
+            mem[i * repeat + k] = s.peak_mb;
+            fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB\n", k + 1, list[i].name, s.tok_s, s.peak_mb);
+        }
+    double sgemm = measure_sgemm();
+    double torch_tok = torch ? torch_tok_s(preset, vocab, batch, seq, steps) : -1;
+    if (torch && torch_tok <= 0) fprintf(stderr, "warning: the PyTorch comparison failed (tools/bench_torch.py)\n");
+    printf("%-12s %10s %12s %8s %9s %9s %9s\n", "scheme", "tok/s", "model GF/s", "mfu", "peak MB", "tok/base", "mem/base");
+    double base_tok = median(tok, repeat), base_mem = median(mem, repeat);
+    char json[8192];
+    int off = 0;
+    for (int i = 0; i < n; i++) {
+        double t = median(tok + i * repeat, repeat), mb = median(mem + i * repeat, repeat);
+        double gflops = fpt[i] * t / 1e9;
+        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f\n", list[i].name, t, gflops, 100 * gflops / sgemm, mb,
+               t / base_tok, mb / base_mem);
+        off += snprintf(json + off, sizeof json - off,
+                        "%s\"%s\": {\"tok_per_s\": %.1f, \"model_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, "
+                        "\"tok_ratio\": %.4f, \"mem_ratio\": %.4f}",
+                        i ? ", " : "", list[i].name, t, gflops, gflops / sgemm, mb, t / base_tok, mb / base_mem);
+        if (n == 1)
+            snprintf(json, sizeof json, "\"residual\": \"%s\", \"tok_per_s\": %.1f, \"model_gflops\": %.2f, "
+                     "\"mfu\": %.4f, \"peak_rss_mb\": %.1f", list[0].name, t, gflops, gflops / sgemm, mb);
+    }
+    if (torch_tok > 0)
+        printf("%-12s %10.0f %12.1f %7.1f%%   (PyTorch eager, HF Qwen3, fp32; mhar baseline is %.2fx)\n", "torch",
+               torch_tok, fpt[0] * torch_tok / 1e9, 100 * fpt[0] * torch_tok / 1e9 / sgemm, base_tok / torch_tok);
+    printf("{\"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"vocab\": %d, \"sgemm_gflops\": %.2f, %s%s%s",
+           preset, batch, seq, vocab, sgemm, n == 1 ? "" : "\"schemes\": {", json, n == 1 ? "" : "}");
+    if (torch_tok > 0) printf(", \"torch_tok_per_s\": %.1f", torch_tok);
+    printf("}\n");
+    free(tok); free(mem);
     return 0;
 }

@@ -34,7 +34,7 @@ int cmd_eval(int argc, char **argv) {
     long tokens = 0;
     double loss = 0;
     if (!rc) {
-        loss = evaluate(&m, &tf, batches, &tokens);
+        loss = evaluate(&m, &tf, batches, &tokens, NULL);
         if (tokens == 0) rc = mhar_fail("%s: fewer than one batch of %d x %d tokens", data, batch, seq + 1);
     }
     if (rc) fprintf(stderr, "error: %s\n", mhar_error());

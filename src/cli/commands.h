@@ -5,3 +5,5 @@ int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);

@@ -9,7 +9,9 @@ static const struct { const char *name; int (*run)(int, char **); const char *he
     {"eval", cmd_eval, "validation loss of a run directory on a token file"},
     {"sample", cmd_sample, "generate tokens from a run directory (KV cache)"},
     {"bench", cmd_bench, "training throughput, model FLOP/s and the machine's sgemm rate"},
-    {"data", cmd_data, "token files: synth (random or patterned tokens)"},
+    {"data", cmd_data, "token files: synth (random or patterned tokens), tokenize (text to shards)"},
+    {"tokenizer", cmd_tokenizer, "byte-level BPE: train, encode, decode, export, import"},
+    {"inspect", cmd_inspect, "what a routed model reads: entropy and weights per site and head"},
 };
 
 static void usage(FILE *f) {

@@ -124,6 +124,13 @@ static void block_write_backward(Residual *r, int s) {
     if (!first_in_block(st, s)) vec_acc(st->dacc[s - 1], st->dacc[s], nd);
 }
 
+static const float *block_route_weights(const Residual *r, int s, int *n_src) {
+    BlockState *st = r->priv;
+    int L = r->cfg->num_hidden_layers;
+    *n_src = 1 + (s == 2 * L ? st->n_blocks : block_of(st, s) + !first_in_block(st, s));
+    return st->w[s];
+}
+
 const ResidualScheme residual_block = {
     .name = "block",
     .add_params = block_add_params,
@@ -133,4 +140,5 @@ const ResidualScheme residual_block = {
     .write = block_write,
     .read_backward = block_read_backward,
     .write_backward = block_write_backward,
+    .route_weights = block_route_weights,
 };

@@ -56,6 +56,11 @@ static void mhar_read_backward(Residual *r, int s, const float *dx) {
 
 static void no_write(Residual *r, int s) { (void)r; (void)s; }
 
+static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
+    *n_src = s + 1;
+    return ((const RouteState *)r->priv)->w[s];
+}
+
 const ResidualScheme residual_attnres = {
     .name = "attnres",
     .add_params = mhar_add_params,
@@ -65,6 +70,7 @@ const ResidualScheme residual_attnres = {
     .write = no_write,
     .read_backward = mhar_read_backward,
     .write_backward = no_write,
+    .route_weights = mhar_route_weights,
 };
 
 const ResidualScheme residual_mhar = {
@@ -76,4 +82,5 @@ const ResidualScheme residual_mhar = {
     .write = no_write,
     .read_backward = mhar_read_backward,
     .write_backward = no_write,
+    .route_weights = mhar_route_weights,
 };

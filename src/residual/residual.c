@@ -6,6 +6,8 @@
 
 static const ResidualScheme *const schemes[] = {
     &residual_baseline,
+    &residual_hc,
+    &residual_denseformer,
     &residual_attnres,
     &residual_mhar,
     &residual_block,

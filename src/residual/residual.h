@@ -30,6 +30,9 @@ typedef struct {
     void (*read_backward)(Residual *r, int s, const float *dx);
     // write_backward: before the sublayer backward consumes dsources[s+1].
     void (*write_backward)(Residual *r, int s);
+    // Routing schemes only (NULL otherwise): the softmax weights the last
+    // forward pass used at site s, [n_src, n_tok, H], and their count.
+    const float *(*route_weights)(const Residual *r, int s, int *n_src);
 } ResidualScheme;
 
 struct Residual {
@@ -60,4 +63,5 @@ int residual_add_route_sites(ParamTable *t, const Config *c, int with_final);
 int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off);
 
 extern const ResidualScheme residual_baseline;
+extern const ResidualScheme residual_hc, residual_denseformer;
 extern const ResidualScheme residual_attnres, residual_mhar, residual_block;

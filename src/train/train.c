@@ -13,7 +13,7 @@
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
 
-double evaluate(Model *m, const TokenFile *val, int batches, long *tokens) {
+double evaluate(Model *m, const TokenFile *val, int batches, long *tokens, RouteStats *stats) {
     int B = m->B, T = m->T;
     Loader ld;
     if (loader_init(&ld, val, T, 0)) return NAN;
@@ -24,6 +24,7 @@ double evaluate(Model *m, const TokenFile *val, int batches, long *tokens) {
         for (int i = 0; i < B; i++)
             loader_window(&ld, b * B + i, m->tokens + (size_t)i * T, m->targets + (size_t)i * T);
         sum += model_forward(m, m->tokens, m->targets);
+        if (stats) route_stats_add(stats, &m->res);
     }
     loader_free(&ld);
     if (tokens) *tokens = windows * B * T;
@@ -76,6 +77,14 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
     if (trim_metrics(path, st->step)) return MHAR_ERR;
     FILE *metrics = fopen(path, "a");
     if (!metrics) return mhar_fail("%s: cannot open for appending", path);
+    FILE *routing = NULL;
+    if (m->scheme->route_weights) {
+        if (path_join(path, sizeof path, dir, "routing.jsonl") || trim_metrics(path, st->step) ||
+            !(routing = fopen(path, "a"))) {
+            fclose(metrics);
+            return mhar_fail("%s: cannot open for appending", path);
+        }
+    }
     Loader ld;
     if (loader_init(&ld, train, T, st->seed) || loader_seek(&ld, st->data_epoch, st->data_pos)) {
         fclose(metrics);
@@ -126,7 +135,14 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
         int last = st->step == st->steps, stop_here = st->step == stop_at;
         if (st->eval_every > 0 && (st->step % st->eval_every == 0 || last)) {
             long ntok;
-            double vl = evaluate(m, val, st->eval_batches, &ntok);
+            RouteStats rs;
+            route_stats_init(&rs, &m->res);
+            double vl = evaluate(m, val, st->eval_batches, &ntok, &rs);
+            if (routing) {
+                route_stats_write(&rs, routing, st->step, m->cfg.num_hidden_layers);
+                fflush(routing);
+            }
+            route_stats_free(&rs);
             fprintf(metrics, "{\"step\":%ld,\"val_loss\":%.6f,\"val_tokens\":%ld}\n", st->step, vl, ntok);
             fprintf(stderr, "%sstep %ld: val loss %.4f (%ld tokens)\n", tty ? "\n" : "", st->step, vl, ntok);
         }
@@ -148,6 +164,7 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     fclose(metrics);
+    if (routing) fclose(routing);
     mhar_free(inputs); mhar_free(targets);
     loader_free(&ld);
     return rc;

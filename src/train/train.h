@@ -3,6 +3,7 @@
 #pragma once
 #include "../data/tokens.h"
 #include "../model/model.h"
+#include "../residual/route_stats.h"
 #include "checkpoint.h"
 #include "optim.h"
 
@@ -12,5 +13,6 @@
 int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
               const TokenFile *train, const TokenFile *val, long stop_at);
 // Mean next-token loss over up to `batches` batches of val, read in file
-// order (the same windows every time). *tokens receives the token count.
-double evaluate(Model *m, const TokenFile *val, int batches, long *tokens);
+// order (the same windows every time). *tokens receives the token count;
+// routing statistics are added to *stats when it is not NULL.
+double evaluate(Model *m, const TokenFile *val, int batches, long *tokens, RouteStats *stats);

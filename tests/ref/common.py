@@ -7,6 +7,8 @@ Relative error of a tensor, as in tests/check.h: max|a - ref| / max|ref|, one
 figure per tensor, so it scales with the tensor and is not fooled by entries
 that are near zero. An all-zero reference (e.g. the gradient of a routing site
 that reads a single source) is compared absolutely instead (denominator 1).
+rel_l2 is the same in the L2 sense, ||a - ref|| / ||ref||, for quantities
+where a few elements may legitimately scatter (parameters after AdamW steps).
 """
 import contextlib
 import json

@@ -441,10 +441,10 @@ def forward(cfg, params, tokens, trace=None):
     scheme = SCHEMES[cfg["attnres_mode"]](cfg, P, emb, trace)
     for i in range(n_layers(cfg)):
         p = f"model.layers.{i}."
-        x = scheme.read(2 * i)
-        scheme.write(2 * i, attention(cfg, P, p, rms_norm(x, P[p + "input_layernorm.weight"], eps), cos, sin))
-        x = scheme.read(2 * i + 1)
-        scheme.write(2 * i + 1, mlp(P, p, rms_norm(x, P[p + "post_attention_layernorm.weight"], eps)))
+        x = rms_norm(scheme.read(2 * i), P[p + "input_layernorm.weight"], eps)
+        scheme.write(2 * i, attention(cfg, P, p, x, cos, sin))
+        x = rms_norm(scheme.read(2 * i + 1), P[p + "post_attention_layernorm.weight"], eps)
+        scheme.write(2 * i + 1, mlp(P, p, x))
     h = rms_norm(scheme.final(), P["model.norm.weight"], eps)
     head = P["model.embed_tokens.weight"] if is_tied(cfg) else P["lm_head.weight"]
     return h @ head.T

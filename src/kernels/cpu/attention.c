@@ -10,38 +10,9 @@
 #include <string.h>
 
 #include "kernels/ops.h"
-
-// Vectorised running max of `m`. gcc vectorises this reduction under
-// `omp simd`; clang 14 cannot without fast-math and would warn
-// (-Wpass-failed), so clang gets the plain loop.
-#ifdef __clang__
-#define SIMD_MAX_M
-#else
-#define SIMD_MAX_M _Pragma("omp simd reduction(max : m)")
-#endif
+#include "vmath.h"
 
 enum { ATT_BLOCK = 64 };
-
-// exp(x), vectorisable without -ffast-math: see the comment in elementwise.c
-// (same code; private to each file so it inlines). Rel. error ~1e-7.
-static inline float vexp(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; // round
-    float r = x - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float s;
-    memcpy(&s, &bits, sizeof s);
-    return p * s;
-}
 
 // ---- RoPE ------------------------------------------------------------------------
 

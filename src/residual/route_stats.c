@@ -1,0 +1,71 @@
+#include "route_stats.h"
+
+#include <math.h>
+#include <string.h>
+
+int route_stats_init(RouteStats *st, const Residual *r) {
+    memset(st, 0, sizeof *st);
+    if (!r->scheme->route_weights) return MHAR_OK;
+    st->n_sites = 2 * r->cfg->num_hidden_layers + 1;
+    st->H = r->cfg->attnres_num_heads;
+    size_t n = (size_t)st->n_sites * st->H;
+    st->n_src = mhar_alloc(sizeof(int) * st->n_sites);
+    st->entropy = mhar_alloc(sizeof(double) * n * 3);
+    if (!st->n_src || !st->entropy) return MHAR_ERR;
+    st->w_first = st->entropy + n;
+    st->w_last = st->w_first + n;
+    return MHAR_OK;
+}
+
+void route_stats_add(RouteStats *st, const Residual *r) {
+    int H = st->H, n_tok = r->n_tok;
+    for (int s = 0; s < st->n_sites; s++) {
+        int n_src;
+        const float *w = r->scheme->route_weights(r, s, &n_src);
+        st->n_src[s] = n_src;
+        for (int h = 0; h < H; h++) {
+            double ent = 0, first = 0, last = 0;
+            #pragma omp parallel for reduction(+ : ent, first, last) schedule(static)
+            for (int t = 0; t < n_tok; t++) {
+                for (int k = 0; k < n_src; k++) {
+                    double p = w[((size_t)k * n_tok + t) * H + h];
+                    if (p > 0) ent -= p * log(p);
+                }
+                first += w[(size_t)t * H + h];
+                last += w[((size_t)(n_src - 1) * n_tok + t) * H + h];
+            }
+            st->entropy[s * H + h] += ent;
+            st->w_first[s * H + h] += first;
+            st->w_last[s * H + h] += last;
+        }
+    }
+    st->tokens += n_tok;
+}
+
+static void write_row(FILE *f, const char *key, const double *v, int H, double tokens) {
+    fprintf(f, ", \"%s\": [", key);
+    for (int h = 0; h < H; h++) fprintf(f, "%s%.5f", h ? ", " : "", v[h] / tokens);
+    fprintf(f, "]");
+}
+
+void route_stats_write(const RouteStats *st, FILE *f, long step, int n_layers) {
+    if (!st->n_sites || st->tokens == 0) return;
+    fprintf(f, "{\"step\": %ld, \"heads\": %d, \"sites\": [", step, st->H);
+    for (int s = 0; s < st->n_sites; s++) {
+        char name[48];
+        if (s == 2 * n_layers) snprintf(name, sizeof name, "final");
+        else snprintf(name, sizeof name, "layers.%d.%s", s / 2, s % 2 ? "mlp" : "attn");
+        fprintf(f, "%s{\"site\": \"%s\", \"n_sources\": %d", s ? ", " : "", name, st->n_src[s]);
+        write_row(f, "entropy", st->entropy + s * st->H, st->H, st->tokens);
+        write_row(f, "w_emb", st->w_first + s * st->H, st->H, st->tokens);
+        write_row(f, "w_last", st->w_last + s * st->H, st->H, st->tokens);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}\n");
+}
+
+void route_stats_free(RouteStats *st) {
+    mhar_free(st->n_src);
+    mhar_free(st->entropy);
+    memset(st, 0, sizeof *st);
+}
