@@ -55,6 +55,28 @@ if [ "$(wc -w <<<"$s1")" = 13 ] && [ "$s1" = "$s2" ] && [[ $s1 == "1 2 3 "* ]]; 
 else fail sample_reproducible "'$s1' vs '$s2'"; fi
 expect_error sample_prompt_out_of_vocab "not a token id" $M sample --run "$W/a" --prompt-tokens 1,999
 
+# every residual scheme: train, resume bit-identically, eval, sample
+for spec in "hc" "denseformer" "attnres" "mhar --route-heads 4" "block --route-heads 2 --route-blocks 2"; do
+    name=${spec%% *}
+    $M train --out "$W/s_$name" $T --residual $spec --steps 6 2>/dev/null
+    $M train --out "$W/r_$name" $T --residual $spec --steps 6 --stop-at 3 2>/dev/null
+    $M train --out "$W/r_$name" --resume 2>/dev/null
+    if cmp -s "$W/s_$name/model.safetensors" "$W/r_$name/model.safetensors" && \
+       grep -q "\"attnres_mode\": \"$name\"" "$W/s_$name/config.json"; then
+        pass "scheme_${name}_train_resume"
+    else fail "scheme_${name}_train_resume" "run missing, mode not recorded, or resume differs"; fi
+    out=$($M eval --run "$W/s_$name" --data "$W/val.bin" --batch 4 --seq 32 --batches 2 2>/dev/null | tail -n 1)
+    smp=$($M sample --run "$W/s_$name" --prompt-tokens 5 --steps 4 2>/dev/null)
+    if [[ $out == *val_loss* ]] && [ "$(wc -w <<<"$smp")" = 5 ]; then pass "scheme_${name}_eval_sample"
+    else fail "scheme_${name}_eval_sample" "eval '$out' sample '$smp'"; fi
+done
+table=$($M inspect --run "$W/s_mhar" 2>&1)
+if grep -q "layers.5.mlp" <<<"$table" && grep -q "head3" <<<"$table" && grep -q "^final" <<<"$table"; then
+    pass inspect_table
+else fail inspect_table "$table"; fi
+expect_error inspect_baseline "only attnres, mhar and block" $M inspect --run "$W/a"
+expect_error route_heads_divide "not divisible by attnres_num_heads 3" $M train --out "$W/x" $T --residual mhar --route-heads 3 --steps 1
+
 # bad input
 expect_error unknown_flag "unknown flag '--bogus'" $M train --out "$W/x" --bogus 1
 expect_error bad_number "expects an integer" $M train --out "$W/x" --steps 12x

@@ -99,7 +99,33 @@ static void test_flops(void) {
     model_free(&m);
 }
 
+// SPEC §2.2: H = 1 is exactly AttnRes, so mhar with one head must be
+// bit-identical to attnres in the forward pass and in every gradient.
+static void test_mhar_h1_is_attnres(void) {
+    Config c;
+    nano(&c);
+    Model a, b;
+    strcpy(c.attnres_mode, "attnres");
+    model_create(&a, &c);
+    strcpy(c.attnres_mode, "mhar");
+    c.attnres_num_heads = 1;
+    model_create(&b, &c);
+    model_init_weights(&a, 5);
+    for (size_t i = 0; i < a.table.total; i++) a.params[i] += 0.01f * (float)((i * 7919) % 13);  // non-zero queries
+    memcpy(b.params, a.params, sizeof(float) * a.table.total);
+    model_alloc_acts(&a, 2, 16); model_alloc_acts(&b, 2, 16);
+    int tok[33];
+    for (int i = 0; i < 33; i++) tok[i] = (i * 17 + 3) % c.vocab_size;
+    model_zero_grad(&a); model_zero_grad(&b);
+    float la = model_forward(&a, tok, tok + 1), lb = model_forward(&b, tok, tok + 1);
+    model_backward(&a, 1.0f); model_backward(&b, 1.0f);
+    CHECK(la == lb && memcmp(a.grads, b.grads, sizeof(float) * a.table.total) == 0, "mhar_h1_bit_identical_to_attnres",
+          "loss %.9g vs %.9g or gradients differ", la, lb);
+    model_free(&a); model_free(&b);
+}
+
 int main(void) {
+    test_mhar_h1_is_attnres();
     test_decode_matches_forward();
     test_deterministic();
     test_schedule();
