@@ -166,10 +166,7 @@ def main():
             report(f"export.{pattern}.pattern_printed", r.stdout.strip() == side["pat_str"], r.stdout.strip())
             hf = Tokenizer.from_file(str(w / f"{pattern}.json"))
             tt = tiktoken_encoding(w / f"{pattern}.tiktoken")
-            for name, text in (("held_out", held_text), ("torture", tort)):
-                src = w / f"{name}.txt" if name == "held_out" else w / "torture.txt"
-                if name == "held_out":
-                    src = w / "held.txt"
+            for name, src, text in (("held_out", w / "held.txt", held_text), ("torture", w / "torture.txt", tort)):
                 out = w / f"{pattern}.{name}.tok"
                 mhar("tokenizer", "encode", "--tokenizer", tok, "--in", src, "--out", out)
                 ids = read_tokens(out)
@@ -179,10 +176,11 @@ def main():
                         ids, tt.decode)
                 dec = w / f"{pattern}.{name}.dec"
                 mhar("tokenizer", "decode", "--tokenizer", tok, "--in", out, "--out", dec)
-                report(f"roundtrip.{pattern}.{name}", dec.read_bytes() == src.read_bytes(),
-                       "decode(encode(text)) differs from the text")
+                same = dec.read_bytes() == src.read_bytes()
+                report(f"roundtrip.{pattern}.{name}", same, "" if same else "decode(encode(text)) differs")
             hf_dec = hf.decode(read_tokens(w / f"{pattern}.held_out.tok"), skip_special_tokens=False)
-            report(f"hf_decodes_mhar_ids.{pattern}", hf_dec == held_text, "HF's decode differs from the text")
+            report(f"hf_decodes_mhar_ids.{pattern}", hf_dec == held_text,
+                   "" if hf_dec == held_text else "HF's decode of mhar's ids differs from the text")
 
         # HF-trained byte-level BPE -> mhar import.
         llama3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
