@@ -14,7 +14,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/tool_*.c)))
 
-.PHONY: all test clean
+.PHONY: all test clean check-clang
 all: mhar $(BUILD)/libmhar.a
 
 $(BUILD)/%.o: %.c
@@ -37,7 +37,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmhar.a tests/check.h
 test: mhar $(TEST_BIN) $(TOOL_BIN)
 	@bash tests/run.sh $(BUILD)
 
+# The code must be -Werror clean with clang too: compile every object with it.
+check-clang:
+	$(MAKE) --no-print-directory CC=clang BUILD=build-clang build-clang/libmhar.a $(CLI_SRC:%.c=build-clang/%.o)
+
 clean:
-	rm -rf $(BUILD) mhar
+	rm -rf $(BUILD) build-clang mhar
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -86,7 +86,9 @@ void route_forward(float *x, float *w, const float *const *src, int n_src,
                    const float *q, const float *g, int n_tok, int d, int H, float eps);
 // dx [n_tok, d] -> dsrc[n] (each ACCUMULATES, may be NULL for a source that
 // needs no gradient), dq [d], dg [d] (accumulate). scratch:
-// route_scratch_floats(d) floats, used for the deterministic dq/dg reduction.
+// route_scratch_floats(n_src, d, H) floats for the current OpenMP thread
+// count (per-thread partials of the deterministic dq/dg reduction); a size
+// computed for (n_src, d, H) also serves any call with fewer sources or heads.
 size_t route_scratch_floats(int n_src, int d, int H);
 void route_backward(float *const *dsrc, float *dq, float *dg, float *scratch,
                     const float *dx, const float *w, const float *const *src,

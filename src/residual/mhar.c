@@ -61,26 +61,19 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
     return ((const RouteState *)r->priv)->w[s];
 }
 
-const ResidualScheme residual_attnres = {
-    .name = "attnres",
-    .add_params = mhar_add_params,
-    .act_floats = mhar_act_floats,
-    .bind = mhar_bind,
-    .read = mhar_read,
-    .write = no_write,
-    .read_backward = mhar_read_backward,
-    .write_backward = no_write,
-    .route_weights = mhar_route_weights,
-};
+// attnres is mhar with H = 1 (config validation enforces the head count).
+#define ROUTE_SCHEME(mode)                       \
+    {                                            \
+        .name = mode,                            \
+        .add_params = mhar_add_params,           \
+        .act_floats = mhar_act_floats,           \
+        .bind = mhar_bind,                       \
+        .read = mhar_read,                       \
+        .write = no_write,                       \
+        .read_backward = mhar_read_backward,     \
+        .write_backward = no_write,              \
+        .route_weights = mhar_route_weights,     \
+    }
 
-const ResidualScheme residual_mhar = {
-    .name = "mhar",
-    .add_params = mhar_add_params,
-    .act_floats = mhar_act_floats,
-    .bind = mhar_bind,
-    .read = mhar_read,
-    .write = no_write,
-    .read_backward = mhar_read_backward,
-    .write_backward = no_write,
-    .route_weights = mhar_route_weights,
-};
+const ResidualScheme residual_attnres = ROUTE_SCHEME("attnres");
+const ResidualScheme residual_mhar = ROUTE_SCHEME("mhar");

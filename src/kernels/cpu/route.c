@@ -9,6 +9,7 @@
 // token's sources twice, the second time from L1/L2 (N·d floats per token).
 // Tokens are split over OpenMP threads with a static schedule.
 #include "kernels/ops.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -154,31 +155,6 @@ INLINE void rescale_add(float *restrict acc, const float *restrict s, float c, f
     for (int k = 0; k < n; k++) acc[k] = acc[k] * c + p * s[k];
 }
 
-// exp(x) for x ≤ 0 as 2^n · P(r), x = n·ln2 + r, |r| ≤ ln2/2 (Cephes expf
-// polynomial): relative error < 1e-7 (8.3e-8 measured over every float in
-// [−87, 0]), and exp(0) is exactly 1. Plain C that vectorises over the
-// heads, where a libm expf call per head cost ~10% of the forward. Below
-// −87.3 it returns ~1e-38 rather than underflow, and so is never 0: a weight
-// that small is nothing next to the normaliser (≥ 1).
-INLINE float exp_nonpos(float x) {
-    x = x < -87.3f ? -87.3f : x;
-    // n = round(x·log2 e) by the 1.5·2^23 trick (floorf blocks vectorisation;
-    // the add and subtract are not folded without -ffast-math).
-    const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f; // n·ln2 in two parts
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23; // 2^n, n ≥ −126
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 // Online-softmax step for heads i < hc given this source's logits lg: m, l
 // become the running max and normaliser, c, p the factors of
 // acc = acc·c + p·S, and the w slot gets p, or −c where the max grew (see
@@ -189,7 +165,7 @@ INLINE void softmax_step(float *restrict m, float *restrict l, float *restrict c
     for (int i = 0; i < hc; i++) {
         const float diff = lg[i] - m[i];
         const int grew = diff > 0;
-        const float e = exp_nonpos(grew ? -diff : diff);
+        const float e = vexp(grew ? -diff : diff)  /* argument ≤ 0 */;
         c[i] = grew ? e : 1.0f;
         p[i] = grew ? 1.0f : e;
         m[i] = grew ? lg[i] : m[i];
