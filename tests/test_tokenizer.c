@@ -11,6 +11,7 @@
 #include "check.h"
 #include "data/tokens.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/normalize.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/shards.h"
 #include "tokenizer/train.h"
@@ -66,6 +67,26 @@ static void test_unicode(void) {
          cp == UNICODE_INVALID && utf8_decode(cont, 1, &cp) == 1 && cp == UNICODE_INVALID &&
          utf8_decode(han, 2, &cp) == 1 && cp == UNICODE_INVALID;
     CHECK(ok, "unicode.invalid_utf8", "overlong, surrogate, stray or cut sequences must be single invalid bytes");
+}
+
+// NFC against results Python's unicodedata.normalize("NFC", ...) gives.
+static void test_nfc(void) {
+    static const struct { const char *in, *out, *name; } cases[] = {
+        {"e\xcc\x81", "\xc3\xa9", "nfc.compose"},                       // e + U+0301 -> U+00E9
+        {"\xe2\x84\xab", "\xc3\x85", "nfc.singleton"},                  // U+212B ANGSTROM -> U+00C5
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81", "nfc.hangul"},  // jamo L V T -> U+AC01
+        {"a\xcc\x81\xcc\xa8", "\xc4\x85\xcc\x81", "nfc.reorder"},    // a 0301 0328 -> U+0105 0301
+        {"\xea\xb0\x80\xe1\x86\xa8x", "\xea\xb0\x81x", "nfc.hangul_lv_t"},  // U+AC00 + T -> U+AC01
+        {"\xcd\x84", "\xcc\x88\xcc\x81", "nfc.excluded"},               // U+0344 -> 0308 0301
+        {"\xff" "e\xcc\x81\x80", "\xff\xc3\xa9\x80", "nfc.invalid_bytes_pass"},
+    };
+    Nfc nf = {0};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int rc = nfc_normalize(&nf, (const unsigned char *)cases[k].in, strlen(cases[k].in));
+        CHECK(rc == MHAR_OK && nf.len == strlen(cases[k].out) && !memcmp(nf.out, cases[k].out, nf.len),
+              cases[k].name, "NFC of \"%s\" is wrong (%zu bytes)", cases[k].in, nf.len);
+    }
+    nfc_free(&nf);
 }
 
 static void test_split(void) {
@@ -317,6 +338,19 @@ static void test_train_and_roundtrip(void) {
     bpe_encoder_free(e);
     CHECK(par.n == seq.n && !memcmp(par.v, seq.v, sizeof(int) * par.n), "encode.parallel_equals_sequential",
           "%zu vs %zu ids", par.n, seq.n);
+    // GPT-2's pattern is the one where a cut after "  \n" would change the
+    // split (\s+(?!\S) at a chunk's end): the same check with it.
+    Bpe g;
+    if (train_small(&g, text, n, 500, PAT_GPT2) == MHAR_OK) {
+        par.n = seq.n = 0;
+        bpe_encode(&g, bt, big, 1, &par);
+        e = bpe_encoder_new(&g);
+        bpe_encode_with(e, bt, big, 1, &seq);
+        bpe_encoder_free(e);
+        CHECK(par.n == seq.n && !memcmp(par.v, seq.v, sizeof(int) * par.n),
+              "encode.parallel_equals_sequential.gpt2", "%zu vs %zu ids", par.n, seq.n);
+        bpe_free(&g);
+    }
     intvec_free(&par);
     intvec_free(&seq);
     free(bt);
@@ -339,6 +373,93 @@ static void test_train_and_roundtrip(void) {
     free(dec);
     free(rnd);
     free(text);
+    bpe_free(&b);
+}
+
+
+// Naive BPE training: recount every pair from scratch at each step (weighted
+// by word counts), take the highest count, ties to the smallest (left, right),
+// skip pairs whose bytes already are a token. The reference for the
+// incremental trainer's counts, lists and heap.
+typedef struct { uint64_t key; int64_t count; } PairCount;
+static int cmp_pair(const void *a, const void *b) {
+    uint64_t x = ((const PairCount *)a)->key, y = ((const PairCount *)b)->key;
+    return (x > y) - (x < y);
+}
+
+static void test_train_reference(void) {
+    size_t n = 30000;
+    unsigned char *text = synth_text(n, 3);
+    for (size_t i = 0; i < n; i++) if (text[i] == '<') text[i] = '{';  // no special literals here
+    int n_merges = 120, V = 256 + n_merges + 1;
+    Bpe b;
+    if (train_small(&b, text, n, V, PAT_LLAMA3)) { CHECK(0, "train.matches_naive_reference", "%s", mhar_error()); free(text); return; }
+    // words: pieces with counts (quadratic dedup is fine at this size)
+    size_t cap = n + 1, nw = 0;
+    int **sym = malloc(sizeof(int *) * cap);
+    int *len = malloc(sizeof(int) * cap);
+    int64_t *cnt = malloc(sizeof(int64_t) * cap);
+    size_t *wo = malloc(sizeof(size_t) * cap);
+    for (size_t i = 0; i < n;) {
+        size_t j = pretok_next(PAT_LLAMA3, text, n, i), k;
+        for (k = 0; k < nw; k++)
+            if ((size_t)len[k] == j - i && !memcmp(text + wo[k], text + i, j - i)) break;
+        if (k == nw) {
+            wo[nw] = i;
+            len[nw] = (int)(j - i);
+            cnt[nw] = 0;
+            sym[nw] = malloc(sizeof(int) * (j - i));
+            for (size_t q = 0; q < j - i; q++) sym[nw][q] = text[i + q];
+            nw++;
+        }
+        cnt[k]++;
+        i = j;
+    }
+    // token bytes
+    unsigned char (*tb)[64] = calloc((size_t)V, 64);
+    int *tl = calloc((size_t)V, sizeof(int));
+    for (int c = 0; c < 256; c++) { tb[c][0] = (unsigned char)c; tl[c] = 1; }
+    int ntok = 256, same = 1;
+    PairCount *pc = malloc(sizeof(PairCount) * (n + 1));
+    for (int m = 0; m < n_merges && same; m++) {
+        size_t np = 0;
+        for (size_t w = 0; w < nw; w++)
+            for (int i = 0; i + 1 < len[w]; i++)
+                pc[np++] = (PairCount){(uint64_t)(uint32_t)sym[w][i] << 32 | (uint32_t)sym[w][i + 1], cnt[w]};
+        qsort(pc, np, sizeof *pc, cmp_pair);
+        uint64_t best = 0;
+        int64_t bestc = 0;
+        for (size_t i = 0; i < np;) {
+            size_t j = i;
+            int64_t c = 0;
+            while (j < np && pc[j].key == pc[i].key) c += pc[j++].count;
+            int l = (int)(pc[i].key >> 32), r = (int)(uint32_t)pc[i].key, dup = 0;
+            for (int t = 0; t < ntok && !dup; t++)
+                dup = tl[t] == tl[l] + tl[r] && !memcmp(tb[t], tb[l], (size_t)tl[l]) &&
+                      !memcmp(tb[t] + tl[l], tb[r], (size_t)tl[r]);
+            if (!dup && tl[l] + tl[r] <= 64 && c > bestc) { best = pc[i].key; bestc = c; }
+            i = j;
+        }
+        int l = (int)(best >> 32), r = (int)(uint32_t)best;
+        same &= b.merges[m][0] == l && b.merges[m][1] == r;
+        if (!same) printf("merge %d: trainer (%d, %d), reference (%d, %d) count %lld\n", m, b.merges[m][0],
+                          b.merges[m][1], l, r, (long long)bestc);
+        memcpy(tb[ntok], tb[l], (size_t)tl[l]);
+        memcpy(tb[ntok] + tl[l], tb[r], (size_t)tl[r]);
+        tl[ntok] = tl[l] + tl[r];
+        for (size_t w = 0; w < nw; w++) {
+            int o = 0;
+            for (int i = 0; i < len[w];) {
+                if (i + 1 < len[w] && sym[w][i] == l && sym[w][i + 1] == r) { sym[w][o++] = ntok; i += 2; }
+                else sym[w][o++] = sym[w][i++];
+            }
+            len[w] = o;
+        }
+        ntok++;
+    }
+    CHECK(same, "train.matches_naive_reference", "the incremental trainer chose a different merge");
+    for (size_t w = 0; w < nw; w++) free(sym[w]);
+    free(sym); free(len); free(cnt); free(wo); free(tb); free(tl); free(pc); free(text);
     bpe_free(&b);
 }
 
@@ -556,8 +677,10 @@ int main(void) {
     mkdir(tmpdir, 0777);
     test_unicode();
     test_split();
+    test_nfc();
     test_merges();
     test_train_and_roundtrip();
+    test_train_reference();
     test_bad_files();
     test_wide_vocab();
     test_shards();

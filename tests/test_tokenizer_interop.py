@@ -14,6 +14,10 @@ set of about 3 MB of valid UTF-8, documents joined by <|endoftext|>):
     the GPT-2 pre-tokenizer (ByteLevel with its regex) and with the
     Llama-3/Qwen pattern (Split + ByteLevel); `mhar tokenizer import` reads
     it and mhar encodes the held-out text to exactly HF's ids;
+  - HF import of a Qwen2/3-style tokenizer (NFC normalizer, Qwen2's
+    single-digit pattern), on text of characters assigned by Unicode 3.2 with
+    combining sequences: HF's NFC uses older Unicode data than Python's, so
+    marks assigned later (e.g. U+08D2) are ordered differently there;
   - the command line refuses bad input with a clear error: an empty file, a
     binary file, a truncated tokenizer, an unsupported normalizer or split
     regex.
@@ -23,6 +27,7 @@ import base64
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -111,15 +116,48 @@ def pick(files, budget, start, step):
     return got
 
 
-def torture_text(n, seed):
-    """Characters of every class the patterns tell apart, in runs and mixes."""
+def table_classes():
+    """Code point -> class from src/tokenizer/unicode_tables.c (non-OTHER only)."""
+    text = (REPO / "src" / "tokenizer" / "unicode_tables.c").read_text()
+    body = text[text.index("unicode_ranges[]"):text.index("};", text.index("unicode_ranges[]"))]
+    out = {}
+    for lo, hi, c in re.findall(r"\{0x([0-9A-F]+), 0x([0-9A-F]+), (\d)\}", body):
+        for cp in range(int(lo, 16), int(hi, 16) + 1):
+            out[cp] = int(c)
+    return out
+
+
+WHITE_SPACE = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029,
+               0x202F, 0x205F, 0x3000}
+
+
+def python_class(cp):
+    if cp in WHITE_SPACE:
+        return 3
+    cat = unicodedata.category(chr(cp))
+    return 1 if cat[0] == "L" else 2 if cat[0] == "N" else 0
+
+
+def torture_text(n, seed, old=False):
+    """Characters of every class the patterns tell apart, in runs and mixes;
+    with old, only characters Unicode 3.2 already had, and more combining
+    sequences (for NFC)."""
     rng = random.Random(seed)
-    assigned = [c for c in range(0x20, 0x30000)
-                if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co")]
+    ucd = unicodedata.ucd_3_2_0 if old else unicodedata
+    table = table_classes()
+    # Only characters whose class in mhar's generated table (its Unicode
+    # version) is the class this Python's Unicode gives: the same set when the
+    # versions agree, and no false failure on a Python with newer data.
+    assigned = [c for c in range(0x20, 0x30000) if ucd.category(chr(c)) not in ("Cn", "Cs", "Co")
+                and table.get(c, 0) == python_class(c)]
     pieces = [" ", "  ", "   ", "\n", "\n\n", "\r\n", "\t", " \n ", "'s", "'S", "'ll", "'RE", "'ve", "'d",
               "'m", "'t", "'\u017f", "'x", "123", "4567", "\u00bd", "\u0663", "(", ")", ".", "!?", "\u00a0",
               "\u3000", "\u2028", "\x0b", "\x0c", "\x85", "ab", "The", "\u00e9", "e\u0301", "\u65e5\u672c",
               "\U0001F600", "\u200d", "''", "--", "==", "    return", "\n        "]
+    if old:
+        pieces = [p for p in pieces if p != "\U0001F600"] + [
+            "a\u0328\u0301", "a\u0301\u0328", "A\u030a", "\u212b", "\u1100\u1161\u11a8", "\uac00\u11a8",
+            "\u0344", "q\u0307\u0323", "\u0041\u0300\u0315\u0301"]
     out = []
     for _ in range(n):
         out.append(rng.choice(pieces) if rng.random() < 0.5 else chr(rng.choice(assigned)))
@@ -138,7 +176,7 @@ def tiktoken_encoding(prefix):
 
 
 def main():
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     files = stdlib_files()
     train = pick(files, 6 << 20, 0, 2)          # even-numbered files
     held = pick(files, 3 << 20, 1, 2)           # odd-numbered: disjoint
@@ -210,6 +248,31 @@ def main():
                 mhar("tokenizer", "encode", "--tokenizer", imported, "--in", src, "--out", out)
                 compare(f"import.{kind}.mhar_encodes_like_hf.{name}",
                         read_tokens(out), t.encode(text, add_special_tokens=False).ids, t.decode)
+
+        # Qwen2/3 form: NFC normalizer + Qwen2's pattern.
+        qwen = llama3.replace(r"\p{N}{1,3}", r"\p{N}")
+        t = Tokenizer(models.BPE())
+        t.normalizer = normalizers.NFC()
+        t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(qwen), behavior="isolated"),
+                                                   pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        t.decoder = decoders.ByteLevel()
+        nfc_text = torture_text(100000, 2, old=True)
+        trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=["<|endoftext|>"], show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        t.train_from_iterator(texts[:100] + [torture_text(50000, 3, old=True)], trainer)
+        t.save(str(w / "hf_qwen.json"))
+        r = mhar("tokenizer", "import", "--hf", w / "hf_qwen.json", "--out", w / "hf_qwen.bpe", check=False)
+        report("import.qwen_nfc.loads", r.returncode == 0 and "NFC" in r.stderr, r.stderr.strip())
+        if r.returncode == 0:
+            (w / "nfc.txt").write_bytes(nfc_text.encode("utf-8"))
+            mhar("tokenizer", "encode", "--tokenizer", w / "hf_qwen.bpe", "--in", w / "nfc.txt", "--out",
+                 w / "nfc.tok")
+            compare("import.qwen_nfc.mhar_encodes_like_hf", read_tokens(w / "nfc.tok"),
+                    t.encode(nfc_text, add_special_tokens=False).ids, t.decode)
+            mhar("tokenizer", "decode", "--tokenizer", w / "hf_qwen.bpe", "--in", w / "nfc.tok", "--out",
+                 w / "nfc.dec")
+            same = (w / "nfc.dec").read_bytes() == unicodedata.normalize("NFC", nfc_text).encode("utf-8")
+            report("import.qwen_nfc.decode_is_nfc_of_text", same, "" if same else "decode(encode(x)) != NFC(x)")
 
         # Bad input: clear errors, exit status 1.
         def expect_error(name, pattern, *args):

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Generate src/tokenizer/unicode_tables.c: the Unicode classes the
-pre-tokenizer patterns use (\\p{L}, \\p{N}, \\s), as sorted code-point ranges.
+pre-tokenizer patterns use (\\p{L}, \\p{N}, \\s), as sorted code-point ranges,
+and the data of NFC normalization (canonical combining classes, canonical
+decompositions, primary composites; Hangul syllables are algorithmic).
 
 Data, not code: the classes come from Python's unicodedata (General_Category
 L* and N*) and the White_Space property list below (unicodedata does not
@@ -51,6 +53,46 @@ def main():
     out.write("const UnicodeRange unicode_ranges[] = {\n")
     for lo, hi, c in ranges:
         out.write("    {0x%05X, 0x%05X, %d},\n" % (lo, hi, c))
+    out.write("};\n\n")
+
+    # NFC data. Combining classes as ranges of equal class.
+    ccc = []
+    for cp in range(0x110000):
+        c = unicodedata.combining(chr(cp))
+        if c:
+            if ccc and ccc[-1][1] == cp - 1 and ccc[-1][2] == c:
+                ccc[-1][1] = cp
+            else:
+                ccc.append([cp, cp, c])
+    out.write("const int unicode_n_ccc = %d;\n" % len(ccc))
+    out.write("const UnicodeRange unicode_ccc[] = {  // {first, last, combining class}\n")
+    for lo, hi, c in ccc:
+        out.write("    {0x%05X, 0x%05X, %d},\n" % (lo, hi, c))
+    out.write("};\n\n")
+    # Canonical decompositions (one level; the C code recurses), Hangul excluded.
+    dec, comp = [], []
+    for cp in range(0x110000):
+        if 0xAC00 <= cp <= 0xD7A3:
+            continue
+        d = unicodedata.decomposition(chr(cp))
+        if not d or d.startswith("<"):
+            continue
+        parts = [int(x, 16) for x in d.split()]
+        dec.append((cp, parts[0], parts[1] if len(parts) > 1 else 0))
+        # A primary composite: a pair decomposition that NFC keeps composed
+        # (this leaves out the Full_Composition_Exclusion characters).
+        if len(parts) == 2 and unicodedata.normalize("NFC", chr(cp)) == chr(cp):
+            comp.append((parts[0], parts[1], cp))
+    out.write("const int unicode_n_decomp = %d;\n" % len(dec))
+    out.write("const UnicodeDecomp unicode_decomp[] = {  // {code point, first, second or 0}\n")
+    for cp, a, b in dec:
+        out.write("    {0x%05X, 0x%05X, 0x%05X},\n" % (cp, a, b))
+    out.write("};\n\n")
+    comp.sort()
+    out.write("const int unicode_n_comp = %d;\n" % len(comp))
+    out.write("const UnicodeDecomp unicode_comp[] = {  // {first, second, composite}, sorted\n")
+    for a, b, cp in comp:
+        out.write("    {0x%05X, 0x%05X, 0x%05X},\n" % (a, b, cp))
     out.write("};\n")
 
 

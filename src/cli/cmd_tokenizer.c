@@ -199,8 +199,8 @@ static const char *import_usage =
     "usage: mhar tokenizer import --hf tokenizer.json --out FILE\n\n"
     "Reads an HF tokenizers byte-level BPE (model BPE with vocab and merges; a\n"
     "ByteLevel pre-tokenizer, or Split with the GPT-2, Llama-3 or Qwen2 regex\n"
-    "then ByteLevel; no normalizer), as the GPT-2, Qwen2/3 (NFC aside) and\n"
-    "Llama-3 families ship. mhar then encodes as HF does; added tokens are\n"
+    "then ByteLevel; no normalizer or NFC), as the GPT-2, Qwen2/3 and Llama-3\n"
+    "families ship. mhar then encodes as HF does; added tokens are\n"
     "special tokens. Post-processors (BOS insertion) are not applied.";
 
 static int import_cmd(int argc, char **argv) {
@@ -216,9 +216,9 @@ static int import_cmd(int argc, char **argv) {
     if (bpe_import_hf(hf, &b)) return fail();
     int rc = bpe_save(out, &b);
     if (!rc)
-        fprintf(stderr, "imported %s: vocabulary %d, %d merges, %d special tokens, pattern %s%s\n", hf,
+        fprintf(stderr, "imported %s: vocabulary %d, %d merges, %d special tokens, pattern %s%s%s\n", hf,
                 b.vocab_size, b.n_merges, b.n_special, pretok_name(b.pattern),
-                b.flags & BPE_IGNORE_MERGES ? ", ignore_merges" : "");
+                b.flags & BPE_IGNORE_MERGES ? ", ignore_merges" : "", b.flags & BPE_NFC ? ", NFC" : "");
     bpe_free(&b);
     return rc ? fail() : 0;
 }

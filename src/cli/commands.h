@@ -7,3 +7,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_probe(int argc, char **argv);

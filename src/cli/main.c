@@ -12,6 +12,9 @@ static const struct { const char *name; int (*run)(int, char **); const char *he
     {"data", cmd_data, "token files: synth (random or patterned tokens), tokenize (text to shards)"},
     {"tokenizer", cmd_tokenizer, "byte-level BPE: train, encode, decode, export, import"},
     {"inspect", cmd_inspect, "what a routed model reads: entropy and weights per site and head"},
+    {"sweep", cmd_sweep, "run a grid of training runs (schemes x H x seeds x presets), resumable"},
+    {"report", cmd_report, "a sweep's results: report.md with statistics over seeds, gnuplot plots"},
+    {"probe", cmd_probe, "width disagreement of an attnres model, head deviation of an mhar model"},
 };
 
 static void usage(FILE *f) {

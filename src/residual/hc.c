@@ -3,16 +3,26 @@
 //   read   x_s  = Σ_r p_r H_r,  p = softmax(α_s)
 //   write  H'_j = Σ_i A_s[j, i] H_i + β_s[j] o_s     (from the old H: simultaneous)
 //   final  h    = mean_r H_r                         (the read at s = 2L)
-// All four streams start as the embedding. Activation slice, F = one
-// [n_tok, d] view rounded up to 16 floats:
-//   H^(s), s = 1 .. 2L   [2L][4] views: the streams before sublayer s (and
-//                        the final ones); H^(0) is sources[0], not stored
-//   G                    [4] views: dL/dH at the current depth in backward
-// Backward, G = dL/dH^(s+1) on entry to write_backward(s):
-//   d o_s += Σ_j β_j G_j,  dβ_j += ⟨G_j, o_s⟩,  dA[j, i] += ⟨G_j, H_i⟩,
-//   G_i ← Σ_j A[j, i] G_j                          (in place, per element)
-// and read_backward(s, dx): G_r += p_r dx, dα_r += p_r (dp_r − Σ_q p_q dp_q)
-// with dp_r = ⟨dx, H_r⟩. Parameter dots are summed per token in float, per
+// All four streams start as the embedding.
+//
+// Activation slice, in views of [n_tok, d] (each rounded up to 16 floats):
+//   H^(s), s = 1 .. 2L   [2L][4]: the streams before sublayer s, and the final
+//                        ones; H^(0) is sources[0] and is not stored
+//   G                    [4]: dL/dH at the depth backward has reached
+//
+// The scheme costs memory traffic, not FLOPs, so passes are fused:
+// - write(s) also forms x_{s+1} from the new streams while they are in
+//   registers; read(s+1) then finds it done.
+// - read_backward(s), s ≥ 1, also runs the backward of write(s-1), one pass
+//   per token; write_backward is empty. With g_j = G_j + p_j dx (G = 0 at
+//   s = 2L), and H = H^(s-1), o = o_{s-1}, A, β of sublayer s-1:
+//     d o_{s-1} += Σ_j β_j g_j,     G_i ← Σ_j A[j, i] g_j,
+//     dA[j, i] += ⟨g_j, H_i⟩,       dβ_j += ⟨g_j, o⟩,
+//     dα_s[r] += p_r Σ_q p_q (dp_r − dp_q), where by linearity
+//     dp_r = ⟨dx, H^(s)_r⟩ = Σ_i A[r, i] ⟨dx, H_i⟩ + β_r ⟨dx, o⟩ (H^(s) is not read).
+//   The interface allows it: read_backward(s) accumulates into dsources[0..s],
+//   and it runs before sublayer s-1's backward consumes dsources[s].
+// Parameter dots are summed per token in float (fixed-lane vectors), per
 // fixed token chunk in double, then over chunks in order: deterministic for
 // any thread count, no atomics.
 #include "residual.h"
@@ -30,6 +40,7 @@ enum {
 typedef struct { size_t alpha, A, beta; } HcSite;  // parameter offsets of one sublayer
 typedef struct {
     size_t view;     // floats per [n_tok, d] view (16-float aligned)
+    int primed;      // x_primed was formed by the previous write (-1: none)
     HcSite site[];   // [2L]
 } HcPriv;
 
@@ -80,26 +91,26 @@ static inline float hsum8(const v8 *v) {
     return (((*v)[0] + (*v)[4]) + ((*v)[2] + (*v)[6])) + (((*v)[1] + (*v)[5]) + ((*v)[3] + (*v)[7]));
 }
 
-// out[i] = ⟨a, b_i⟩ over d floats, for four rows b_0..b_3.
-static void dot4(const float *a, const float *b0, const float *b1, const float *b2,
-                 const float *b3, int d, float out[NS]) {
-    v8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+// out[i] = ⟨a, b[i]⟩ over d floats, for the five rows b = H_0..H_3, o.
+static void dot5(const float *a, const float *const b[5], int d, float out[5]) {
+    v8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
     int k = 0;
     for (; k + 8 <= d; k += 8) {
         const v8 x = load8(a + k);
-        s0 += x * load8(b0 + k); s1 += x * load8(b1 + k);
-        s2 += x * load8(b2 + k); s3 += x * load8(b3 + k);
+        s0 += x * load8(b[0] + k); s1 += x * load8(b[1] + k); s2 += x * load8(b[2] + k);
+        s3 += x * load8(b[3] + k); s4 += x * load8(b[4] + k);
     }
-    float t0 = 0, t1 = 0, t2 = 0, t3 = 0;  // tail, d % 8 values
-    for (; k < d; k++) t0 += a[k] * b0[k], t1 += a[k] * b1[k], t2 += a[k] * b2[k], t3 += a[k] * b3[k];
-    out[0] = hsum8(&s0) + t0; out[1] = hsum8(&s1) + t1;
-    out[2] = hsum8(&s2) + t2; out[3] = hsum8(&s3) + t3;
+    float t[5] = {0};  // tail, d % 8 values
+    for (; k < d; k++)
+        for (int i = 0; i < 5; i++) t[i] += a[k] * b[i][k];
+    out[0] = hsum8(&s0) + t[0]; out[1] = hsum8(&s1) + t[1]; out[2] = hsum8(&s2) + t[2];
+    out[3] = hsum8(&s3) + t[3]; out[4] = hsum8(&s4) + t[4];
 }
 
 static inline size_t chunk_start(int c, int n_tok) { return (size_t)n_tok * c / NCHUNK; }
 
 // out[q] = Σ_c part[c][q]: chunks in order, in double.
-static void sum_chunks(double *out, const double (*part)[20], int nq) {
+static void sum_chunks(double *out, const double (*part)[25], int nq) {
     for (int q = 0; q < nq; q++) {
         double s = 0;
         for (int c = 0; c < NCHUNK; c++) s += part[c][q];
@@ -155,6 +166,7 @@ static int hc_bind(Residual *r) {
     HcPriv *p = r->priv = mhar_alloc(sizeof *p + sizeof(HcSite) * sites);
     if (!p) return MHAR_ERR;
     p->view = view_floats(r->cfg, r->n_tok);
+    p->primed = -1;
     for (int s = 0; s < sites; s++) {
         char name[96];
         snprintf(name, sizeof name, "model.layers.%d.hc_alpha_%s", s / 2, KINDS[s % 2]);
@@ -169,53 +181,63 @@ static int hc_bind(Residual *r) {
 
 // ---- forward -----------------------------------------------------------------------
 
-// x [n] = Σ_r p_r h_r
-static void mix(float *restrict x, const float *restrict h0, const float *restrict h1,
-                const float *restrict h2, const float *restrict h3, const float p[NS], size_t n) {
-    const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
-#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
-    for (size_t k = 0; k < n; k++) x[k] = p0 * h0[k] + p1 * h1[k] + p2 * h2[k] + p3 * h3[k];
-}
-
 static void hc_read(Residual *r, int s) {
+    HcPriv *pv = r->priv;
+    if (pv->primed == s) { pv->primed = -1; return; }  // formed by write(s-1)
+    pv->primed = -1;
     float p[NS];
     read_weights(r, s, p);
-    mix(r->inputs[s], stream(r, s, 0), stream(r, s, 1), stream(r, s, 2), stream(r, s, 3), p,
-        (size_t)r->n_tok * r->cfg->hidden_size);
+    const float *restrict h0 = stream(r, s, 0), *restrict h1 = stream(r, s, 1);
+    const float *restrict h2 = stream(r, s, 2), *restrict h3 = stream(r, s, 3);
+    float *restrict x = r->inputs[s];
+    size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t k = 0; k < n; k++) x[k] = p[0] * h0[k] + p[1] * h1[k] + p[2] * h2[k] + p[3] * h3[k];
 }
 
-// H^(s+1)_j = Σ_i A[j, i] H^(s)_i + β_j o, all [n].
+// H^(s+1)_j = Σ_i A[j, i] H^(s)_i + β_j o, and the next read's
+// x_{s+1} = Σ_j p_j H^(s+1)_j from the same registers; all [n].
 static void hc_write(Residual *r, int s) {
-    const HcSite *site = &((const HcPriv *)r->priv)->site[s];
-    float A[NS * NS], b[NS];
-    memcpy(A, r->params + site->A, sizeof A);
-    memcpy(b, r->params + site->beta, sizeof b);
+    HcPriv *pv = r->priv;
+    float A[NS * NS], b[NS], p[NS];
+    memcpy(A, r->params + pv->site[s].A, sizeof A);
+    memcpy(b, r->params + pv->site[s].beta, sizeof b);
+    read_weights(r, s + 1, p);
     const float *restrict h0 = stream(r, s, 0), *restrict h1 = stream(r, s, 1);
     const float *restrict h2 = stream(r, s, 2), *restrict h3 = stream(r, s, 3);
     const float *restrict o = r->sources[s + 1];
     float *restrict n0 = stream(r, s + 1, 0), *restrict n1 = stream(r, s + 1, 1);
     float *restrict n2 = stream(r, s + 1, 2), *restrict n3 = stream(r, s + 1, 3);
+    float *restrict x = r->inputs[s + 1];
     size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t k = 0; k < n; k++) {
         const float a0 = h0[k], a1 = h1[k], a2 = h2[k], a3 = h3[k], ok = o[k];
-        n0[k] = A[0] * a0 + A[1] * a1 + A[2] * a2 + A[3] * a3 + b[0] * ok;
-        n1[k] = A[4] * a0 + A[5] * a1 + A[6] * a2 + A[7] * a3 + b[1] * ok;
-        n2[k] = A[8] * a0 + A[9] * a1 + A[10] * a2 + A[11] * a3 + b[2] * ok;
-        n3[k] = A[12] * a0 + A[13] * a1 + A[14] * a2 + A[15] * a3 + b[3] * ok;
+        const float y0 = A[0] * a0 + A[1] * a1 + A[2] * a2 + A[3] * a3 + b[0] * ok;
+        const float y1 = A[4] * a0 + A[5] * a1 + A[6] * a2 + A[7] * a3 + b[1] * ok;
+        const float y2 = A[8] * a0 + A[9] * a1 + A[10] * a2 + A[11] * a3 + b[2] * ok;
+        const float y3 = A[12] * a0 + A[13] * a1 + A[14] * a2 + A[15] * a3 + b[3] * ok;
+        n0[k] = y0; n1[k] = y1; n2[k] = y2; n3[k] = y3;
+        x[k] = p[0] * y0 + p[1] * y1 + p[2] * y2 + p[3] * y3;
     }
+    pv->primed = s + 1;
 }
 
 // ---- backward ----------------------------------------------------------------------
 
-typedef struct { float A[NS * NS], b[NS]; } HcCoef;  // by value: provably no alias
+// Coefficients by value, so the row loops provably do not alias them.
+typedef struct { float A[NS * NS], b[NS], p[NS]; } HcCoef;
 
-// One token, d floats: d o += Σ_j β_j g_j, then g_i ← Σ_j A[j, i] g_j in place.
-static void write_back_row(float *restrict dout, float *restrict g0, float *restrict g1,
-                           float *restrict g2, float *restrict g3, HcCoef c, int d) {
-    const float *A = c.A, *b = c.b;
+// One token, d floats: g_j = G_j + p_j dx (G absent if fresh), then
+// d o += Σ_j β_j g_j and G_i = Σ_j A[j, i] g_j.
+static void back_row(float *restrict dout, float *restrict g0, float *restrict g1,
+                     float *restrict g2, float *restrict g3, const float *restrict dx,
+                     HcCoef c, int fresh, int d) {
+    const float *A = c.A, *b = c.b, *p = c.p;
     for (int k = 0; k < d; k++) {
-        const float x0 = g0[k], x1 = g1[k], x2 = g2[k], x3 = g3[k];
+        const float x = dx[k];
+        float x0 = p[0] * x, x1 = p[1] * x, x2 = p[2] * x, x3 = p[3] * x;
+        if (!fresh) x0 += g0[k], x1 += g1[k], x2 += g2[k], x3 += g3[k];
         dout[k] += b[0] * x0 + b[1] * x1 + b[2] * x2 + b[3] * x3;
         g0[k] = A[0] * x0 + A[4] * x1 + A[8] * x2 + A[12] * x3;
         g1[k] = A[1] * x0 + A[5] * x1 + A[9] * x2 + A[13] * x3;
@@ -224,106 +246,82 @@ static void write_back_row(float *restrict dout, float *restrict g0, float *rest
     }
 }
 
-// Entry: G = dL/dH^(s+1). Exit: G = dL/dH^(s) through the write (the read's
-// share is added by read_backward), d o_s final in dsources[s+1], dA, dβ.
-static void hc_write_backward(Residual *r, int s) {
-    const HcSite *site = &((const HcPriv *)r->priv)->site[s];
-    HcCoef cf;
-    memcpy(cf.A, r->params + site->A, sizeof cf.A);
-    memcpy(cf.b, r->params + site->beta, sizeof cf.b);
+// Per chunk, 25 sums: S[l][i] = ⟨a_l, b_i⟩ for a = G_0..G_3, dx and
+// b = H_0..H_3, o (rows 0..3 stay 0 when fresh); then the row update.
+static void back_pass(Residual *r, const float *dx, const float *const b[5], float *dout,
+                      HcCoef cf, int fresh, double (*part)[25]) {
     const int d = r->cfg->hidden_size, n = r->n_tok;
-    const float *h[NS], *o = r->sources[s + 1];
-    float *g[NS], *dout = r->dsources[s + 1];
-    for (int i = 0; i < NS; i++) h[i] = stream(r, s, i), g[i] = grad_stream(r, i);
-    double part[NCHUNK][20];  // per chunk: dA [4·4] row-major, then dβ [4]
+    float *g[NS];
+    for (int i = 0; i < NS; i++) g[i] = grad_stream(r, i);
 #pragma omp parallel for schedule(static) if ((size_t)n * d >= PAR_MIN)
     for (int c = 0; c < NCHUNK; c++) {
-        double acc[20] = {0};
+        double acc[25] = {0};
         for (size_t t = chunk_start(c, n); t < chunk_start(c + 1, n); t++) {
             const size_t off = t * d;
-            float dots[20];
-            for (int j = 0; j < NS; j++)  // dA[j, i] = ⟨G_j, H_i⟩
-                dot4(g[j] + off, h[0] + off, h[1] + off, h[2] + off, h[3] + off, d, dots + NS * j);
-            dot4(o + off, g[0] + off, g[1] + off, g[2] + off, g[3] + off, d, dots + 16);  // dβ_j
-            for (int q = 0; q < 20; q++) acc[q] += dots[q];
-            write_back_row(dout + off, g[0] + off, g[1] + off, g[2] + off, g[3] + off, cf, d);
+            const float *bt[5] = {b[0] + off, b[1] + off, b[2] + off, b[3] + off, b[4] + off};
+            float dots[25] = {0};
+            for (int l = 0; l < NS && !fresh; l++) dot5(g[l] + off, bt, d, dots + 5 * l);
+            dot5(dx + off, bt, d, dots + 20);
+            for (int q = 0; q < 25; q++) acc[q] += dots[q];
+            back_row(dout + off, g[0] + off, g[1] + off, g[2] + off, g[3] + off, dx + off, cf, fresh, d);
         }
         memcpy(part[c], acc, sizeof acc);
     }
-    double sum[20];
-    sum_chunks(sum, (const double (*)[20])part, 20);
-    float *dA = r->grads + site->A, *db = r->grads + site->beta;
-    for (int q = 0; q < NS * NS; q++) dA[q] += (float)sum[q];
-    for (int j = 0; j < NS; j++) db[j] += (float)sum[NS * NS + j];
 }
 
-// One token: g_r += p_r dx.
-static void read_back_row(float *restrict g0, float *restrict g1, float *restrict g2,
-                          float *restrict g3, const float *restrict dx, HcCoef c, int d) {
-    const float *p = c.b;
-    for (int k = 0; k < d; k++) {
-        const float x = dx[k];
-        g0[k] += p[0] * x; g1[k] += p[1] * x; g2[k] += p[2] * x; g3[k] += p[3] * x;
-    }
-}
-
-// s = 0: every stream is the embedding, so demb += Σ_r (g_r + p_r dx).
-static void read_back_row_emb(float *restrict demb, const float *restrict g0,
-                              const float *restrict g1, const float *restrict g2,
-                              const float *restrict g3, const float *restrict dx, HcCoef c, int d) {
-    const float *p = c.b;
-    for (int k = 0; k < d; k++) {
+// s = 0: the streams are all the embedding, so demb += Σ_r (G_r + p_r dx),
+// and dα_0 = 0 exactly (dp_r is the same for every r), as in the reference.
+static void first_read_backward(Residual *r, const float *restrict dx) {
+    float p[NS];
+    read_weights(r, 0, p);
+    const float *restrict g0 = grad_stream(r, 0), *restrict g1 = grad_stream(r, 1);
+    const float *restrict g2 = grad_stream(r, 2), *restrict g3 = grad_stream(r, 3);
+    float *restrict demb = r->dsources[0];
+    size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t k = 0; k < n; k++) {
         const float x = dx[k];
         demb[k] += (g0[k] + p[0] * x) + (g1[k] + p[1] * x) + (g2[k] + p[2] * x) + (g3[k] + p[3] * x);
     }
 }
 
-// The final read h = mean_r H_r starts backward: G_r = dx / 4 (set).
-static void final_read_backward(Residual *r, const float *restrict dx) {
-    float *restrict g0 = grad_stream(r, 0), *restrict g1 = grad_stream(r, 1);
-    float *restrict g2 = grad_stream(r, 2), *restrict g3 = grad_stream(r, 3);
-    size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
-    const float q = 1.0f / NS;
-#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
-    for (size_t k = 0; k < n; k++) g0[k] = g1[k] = g2[k] = g3[k] = q * dx[k];
+// The read at s, then the write of sublayer s-1 (see the header).
+static void hc_read_backward(Residual *r, int s, const float *dx) {
+    if (s == 0) { first_read_backward(r, dx); return; }
+    const HcPriv *pv = r->priv;
+    const HcSite *w = &pv->site[s - 1];
+    const int fresh = s == 2 * r->cfg->num_hidden_layers;  // no G yet: h is the first read back
+    HcCoef cf;
+    memcpy(cf.A, r->params + w->A, sizeof cf.A);
+    memcpy(cf.b, r->params + w->beta, sizeof cf.b);
+    read_weights(r, s, cf.p);
+    const float *b[5] = {stream(r, s - 1, 0), stream(r, s - 1, 1), stream(r, s - 1, 2),
+                         stream(r, s - 1, 3), r->sources[s]};
+    double part[NCHUNK][25], S[25];
+    back_pass(r, dx, b, r->dsources[s], cf, fresh, part);
+    sum_chunks(S, (const double (*)[25])part, 25);
+    float *dA = r->grads + w->A, *db = r->grads + w->beta;
+    for (int j = 0; j < NS; j++) {  // g_j = G_j + p_j dx
+        for (int i = 0; i < NS; i++) dA[j * NS + i] += (float)(S[5 * j + i] + cf.p[j] * S[20 + i]);
+        db[j] += (float)(S[5 * j + 4] + cf.p[j] * S[24]);
+    }
+    if (fresh) return;  // the final mean has no α
+    double dp[NS];
+    for (int q = 0; q < NS; q++) {
+        dp[q] = cf.b[q] * S[24];
+        for (int i = 0; i < NS; i++) dp[q] += cf.A[q * NS + i] * S[20 + i];
+    }
+    float *da = r->grads + pv->site[s].alpha;
+    for (int i = 0; i < NS; i++) {  // softmax backward, p_r Σ_q p_q (dp_r − dp_q)
+        double v = 0;
+        for (int q = 0; q < NS; q++) v += (double)cf.p[q] * (dp[i] - dp[q]);
+        da[i] += (float)(cf.p[i] * v);
+    }
 }
 
-static void hc_read_backward(Residual *r, int s, const float *dx) {
-    if (s == 2 * r->cfg->num_hidden_layers) { final_read_backward(r, dx); return; }
-    const int d = r->cfg->hidden_size, n = r->n_tok;
-    HcCoef cf;  // only .b used: the read weights p
-    read_weights(r, s, cf.b);
-    const float *h[NS];
-    float *g[NS], *demb = r->dsources[0];
-    for (int i = 0; i < NS; i++) h[i] = stream(r, s, i), g[i] = grad_stream(r, i);
-    double part[NCHUNK][20];  // per chunk: dp_r = ⟨dx, H_r⟩ in [0, 4)
-#pragma omp parallel for schedule(static) if ((size_t)n * d >= PAR_MIN)
-    for (int c = 0; c < NCHUNK; c++) {
-        double acc[NS] = {0};
-        for (size_t t = chunk_start(c, n); t < chunk_start(c + 1, n); t++) {
-            const size_t off = t * d;
-            float dp[NS];
-            dot4(dx + off, h[0] + off, h[1] + off, h[2] + off, h[3] + off, d, dp);
-            for (int q = 0; q < NS; q++) acc[q] += dp[q];
-            if (s == 0)
-                read_back_row_emb(demb + off, g[0] + off, g[1] + off, g[2] + off, g[3] + off, dx + off, cf, d);
-            else
-                read_back_row(g[0] + off, g[1] + off, g[2] + off, g[3] + off, dx + off, cf, d);
-        }
-        memcpy(part[c], acc, sizeof acc);
-    }
-    double dp[NS];
-    sum_chunks(dp, (const double (*)[20])part, NS);
-    // Softmax backward written as p_r Σ_q p_q (dp_r − dp_q): exactly 0 when
-    // all streams are equal (s = 0), as in the float64 reference.
-    const float *p = cf.b;
-    float *da = r->grads + ((const HcPriv *)r->priv)->site[s].alpha;
-    for (int i = 0; i < NS; i++) {
-        double v = 0;
-        for (int q = 0; q < NS; q++) v += (double)p[q] * (dp[i] - dp[q]);
-        da[i] += (float)(p[i] * v);
-    }
-}
+// Empty: write(s)'s backward ran inside read_backward(s+1), which the model
+// calls first, so d o_s in dsources[s+1] is already complete.
+static void hc_write_backward(Residual *r, int s) { (void)r; (void)s; }
 
 const ResidualScheme residual_hc = {
     .name = "hc",

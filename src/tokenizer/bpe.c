@@ -150,7 +150,7 @@ int bpe_build(Bpe *b, const char *what, int V, const unsigned char *bytes, const
     if (b->pattern == PAT_NONE)
         return mhar_fail("%s: unsupported split pattern \"%.200s\"; supported are exactly the GPT-2, "
                          "Llama-3 and Qwen2 patterns (see pretokenize.h)", what, pattern);
-    if (flags & ~BPE_IGNORE_MERGES) return mhar_fail("%s: unknown flags 0x%x", what, flags);
+    if (flags & ~(BPE_IGNORE_MERGES | BPE_NFC)) return mhar_fail("%s: unknown flags 0x%x", what, flags);
     b->vocab_size = V;
     b->n_merges = M;
     b->n_special = S;
@@ -174,8 +174,8 @@ int bpe_build(Bpe *b, const char *what, int V, const unsigned char *bytes, const
     }
     memcpy(b->tok_off, off, sizeof(size_t) * ((size_t)V + 1));
     memcpy(b->tok_bytes, bytes, off[V]);
-    memcpy(b->special, special, sizeof(int) * (size_t)S);
-    memcpy(b->merges, merges, sizeof(int[2]) * (size_t)M);
+    if (S) memcpy(b->special, special, sizeof(int) * (size_t)S);
+    if (M) memcpy(b->merges, merges, sizeof(int[2]) * (size_t)M);
     if (build_tables(b, what)) {
         bpe_free(b);
         return MHAR_ERR;
@@ -345,6 +345,7 @@ int bpe_save(const char *path, const Bpe *b) {
 // ---- small helpers ----
 
 int intvec_push(IntVec *a, const int *ids, size_t n) {
+    if (n == 0) return MHAR_OK;
     if (a->n + n > a->cap) {
         size_t cap = a->cap ? a->cap : 1024;
         while (cap < a->n + n) cap *= 2;

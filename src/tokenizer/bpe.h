@@ -18,6 +18,8 @@
 //   24  u32      pattern length P (bytes)
 //   28  u32      flags: bit 0 = ignore_merges (a whole piece that is a token
 //                is emitted as that token, as HF's BPE option of that name);
+//                bit 1 = NFC (text between special tokens is normalized to
+//                Unicode NFC before the split, as Qwen2/3's normalizer);
 //                other bits 0
 //   32  P bytes  the split regex, exactly one of pretok_pattern()
 //   then V token records: u32 length L (1..65536), L bytes
@@ -31,6 +33,7 @@
 #include <stdint.h>
 
 #define BPE_IGNORE_MERGES 1u
+#define BPE_NFC 2u
 #define BPE_MAX_VOCAB (1 << 30)
 #define BPE_MAX_TOKEN_LEN 65536
 

@@ -10,6 +10,7 @@
 #include "../util/common.h"
 #include "bpe.h"
 #include "hash.h"
+#include "normalize.h"
 #include "pretokenize.h"
 
 // Cache limits: pieces longer than CACHE_MAX_PIECE bytes are rare and not
@@ -37,6 +38,7 @@ struct BpeEncoder {
     size_t cap;
     int *sym, *rank, *newid, *prev, *next;
     HeapItem *heap;
+    Nfc nfc;                 // normalized text, for tokenizers with BPE_NFC
 };
 
 BpeEncoder *bpe_encoder_new(const Bpe *b) {
@@ -65,6 +67,7 @@ void bpe_encoder_free(BpeEncoder *e) {
     free(e->prev);
     free(e->next);
     free(e->heap);
+    nfc_free(&e->nfc);
     free(e);
 }
 
@@ -239,6 +242,20 @@ static int encode_ordinary(BpeEncoder *e, const unsigned char *s, size_t n, IntV
     return MHAR_OK;
 }
 
+// A segment between special tokens: NFC first when the tokenizer asks for it
+// (ASCII text is already NFC).
+static int encode_segment(BpeEncoder *e, const unsigned char *s, size_t n, IntVec *out) {
+    if (e->b->flags & BPE_NFC) {
+        size_t i = 0;
+        while (i < n && s[i] < 0x80) i++;
+        if (i < n) {
+            if (nfc_normalize(&e->nfc, s, n)) return MHAR_ERR;
+            return encode_ordinary(e, e->nfc.out, e->nfc.len, out);
+        }
+    }
+    return encode_ordinary(e, s, n, out);
+}
+
 // The special token that starts at s[i], longest first; -1 if none.
 static int special_at(const Bpe *b, const unsigned char *s, size_t n, size_t i, size_t *len) {
     int best = -1;
@@ -254,7 +271,7 @@ static int special_at(const Bpe *b, const unsigned char *s, size_t n, size_t i, 
 
 int bpe_encode_with(BpeEncoder *e, const unsigned char *s, size_t n, int specials, IntVec *out) {
     const Bpe *b = e->b;
-    if (!specials || b->n_special == 0) return encode_ordinary(e, s, n, out);
+    if (!specials || b->n_special == 0) return encode_segment(e, s, n, out);
     // Which bytes can start a special token: a cheap filter before the
     // comparisons (most texts hold few '<').
     unsigned char first[256] = {0};
@@ -265,11 +282,11 @@ int bpe_encode_with(BpeEncoder *e, const unsigned char *s, size_t n, int special
         size_t len;
         int t = special_at(b, s, n, i, &len);
         if (t < 0) continue;
-        if (encode_ordinary(e, s + seg, i - seg, out) || intvec_push(out, &t, 1)) return MHAR_ERR;
+        if (encode_segment(e, s + seg, i - seg, out) || intvec_push(out, &t, 1)) return MHAR_ERR;
         i += len - 1;
         seg = i + 1;
     }
-    return encode_ordinary(e, s + seg, n - seg, out);
+    return encode_segment(e, s + seg, n - seg, out);
 }
 
 // A cut for parallel encoding: safe for the split (pretok_safe_cut), and no

@@ -96,7 +96,12 @@ int bpe_export_hf(const Bpe *b, const char *path) {
         rc = special_text(b, b->special[k], s1, 2 * (size_t)BPE_MAX_TOKEN_LEN);
         if (rc == MHAR_OK) cJSON_AddItemToArray(added, added_token(b->special[k], s1));
     }
-    cJSON_AddNullToObject(root, "normalizer");
+    if (b->flags & BPE_NFC) {
+        cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
+        cJSON_AddStringToObject(norm, "type", "NFC");
+    } else {
+        cJSON_AddNullToObject(root, "normalizer");
+    }
     cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
     cJSON_AddStringToObject(pre, "type", "Sequence");
     cJSON *seq = cJSON_AddArrayToObject(pre, "pretokenizers");
@@ -197,6 +202,8 @@ static int check_rank_order(const Bpe *b) {
 }
 
 int bpe_export_tiktoken(const Bpe *b, const char *path) {
+    if (b->flags & BPE_NFC)
+        return mhar_fail("%s: cannot export: the tokenizer normalizes to NFC, which tiktoken cannot do", path);
     if (check_rank_order(b)) return mhar_fail("%s: cannot export: %s", path, mhar_error());
     AtomicFile a;
     char *line = malloc(4 * ((size_t)BPE_MAX_TOKEN_LEN / 3 + 2) + 32);
@@ -324,13 +331,20 @@ static int import_parsed(const char *path, const cJSON *root, Bpe *b) {
     if (!null_or_empty(model, "continuing_subword_prefix") || !null_or_empty(model, "end_of_word_suffix"))
         return mhar_fail("%s: continuing_subword_prefix / end_of_word_suffix are not supported", path);
     if (get_bool(model, "byte_fallback", 0)) return mhar_fail("%s: byte_fallback is not supported", path);
+    // Normalizer: none, or NFC (alone or as a one-step Sequence).
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    unsigned nfc = 0;
     if (norm && !cJSON_IsNull(norm)) {
         const char *nt = get_str(norm, "type");
-        int empty_seq = nt && !strcmp(nt, "Sequence") &&
-                        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(norm, "normalizers")) == 0;
-        if (!empty_seq)
-            return mhar_fail("%s: normalizer %s is not supported (mhar encodes raw bytes)", path, nt ? nt : "?");
+        const cJSON *steps = cJSON_GetObjectItemCaseSensitive(norm, "normalizers");
+        if (nt && !strcmp(nt, "Sequence") && cJSON_GetArraySize(steps) <= 1) {
+            norm = cJSON_GetArraySize(steps) ? cJSON_GetArrayItem(steps, 0) : NULL;
+            nt = norm ? get_str(norm, "type") : NULL;
+        }
+        if (nt && !strcmp(nt, "NFC")) nfc = BPE_NFC;
+        else if (norm)
+            return mhar_fail("%s: normalizer %s is not supported (mhar implements none and NFC)", path,
+                             nt ? nt : "?");
     }
     int pattern = PAT_NONE;
     if (read_pre_tokenizer(path, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &pattern)) return MHAR_ERR;
@@ -454,7 +468,7 @@ static int import_parsed(const char *path, const cJSON *root, Bpe *b) {
     }
     if (rc == MHAR_OK)
         rc = bpe_build(b, path, (int)V, bytes, off, n_merges, (const int (*)[2])mg, n_special, special,
-                       pretok_pattern(pattern), get_bool(model, "ignore_merges", 0) ? BPE_IGNORE_MERGES : 0);
+                       pretok_pattern(pattern), (get_bool(model, "ignore_merges", 0) ? BPE_IGNORE_MERGES : 0) | nfc);
     free(tok);
     free(off);
     free(bytes);

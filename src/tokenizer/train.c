@@ -298,8 +298,8 @@ static int tok_add(Trainer *t, const unsigned char *a, size_t na, const unsigned
         t->tb = p;
         t->cap_tb = cap;
     }
-    memmove(t->tb + at, a, na);
-    memmove(t->tb + at + na, b, nb);
+    if (na) memmove(t->tb + at, a, na);
+    if (nb) memmove(t->tb + at + na, b, nb);
     int id = t->n_tok++;
     t->toff[id + 1] = at + na + nb;
     size_t i = hash_bytes(t->tb + at, na + nb) & t->tmask;

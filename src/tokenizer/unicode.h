@@ -13,6 +13,14 @@ extern const char unicode_version[];
 extern const int unicode_n_ranges;
 extern const UnicodeRange unicode_ranges[];
 
+// NFC data (tools/gen_unicode_tables.py): combining classes as ranges,
+// one-level canonical decompositions {cp, first, second (0 if none)}, and
+// primary composites {first, second, composite} sorted by (first, second).
+typedef struct { uint32_t a, b, c; } UnicodeDecomp;
+extern const int unicode_n_ccc, unicode_n_decomp, unicode_n_comp;
+extern const UnicodeRange unicode_ccc[];
+extern const UnicodeDecomp unicode_decomp[], unicode_comp[];
+
 // Class of a code point (binary search in the generated table).
 int unicode_class(uint32_t cp);
 

@@ -1,0 +1,391 @@
+#include "grid.h"
+
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../data/corpus.h"
+#include "../io/atomic.h"
+#include "../model/config.h"
+#include "../util/common.h"
+
+// mhar train's defaults, written out so every run records what it used.
+enum { DEF_BATCH = 8, DEF_SEQ = 256, DEF_ACCUM = 1, DEF_EVAL_EVERY = 100, DEF_EVAL_BATCHES = 20 };
+#define DEF_LR 5e-4
+
+static const char *const TOP_KEYS[] = {"name", "preset", "schemes", "seeds", "train", "val", "manifest",
+                                       "steps", "batch", "seq", "accum", "lr", "warmup", "eval_every",
+                                       "eval_batches", "save_every"};
+static const char *const SCHEME_KEYS[] = {"residual", "route_heads", "route_blocks"};
+
+static int known_key(const char *k, const char *const *keys, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k, keys[i])) return 1;
+    return 0;
+}
+
+static int check_keys(const cJSON *obj, const char *const *keys, size_t n, const char *path, const char *where) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj)
+        if (!known_key(it->string, keys, n)) return mhar_fail("%s: unknown field '%s%s'", path, where, it->string);
+    return MHAR_OK;
+}
+
+// An integer field: absent -> def (or an error when def < 0 means required).
+static int get_int(const cJSON *j, const char *key, double lo, double hi, double def, const char *path, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v) {
+        if (def < 0) return mhar_fail("%s: field '%s' is required", path, key);
+        *out = def;
+        return MHAR_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
+        return mhar_fail("%s: field '%s' must be an integer in [%.0f, %.0f]", path, key, lo, hi);
+    *out = v->valuedouble;
+    return MHAR_OK;
+}
+
+// A number or a list of numbers (integers when integral) -> out[0..*n).
+static int get_list(const cJSON *j, const char *key, const char *path, int integral, double lo, double hi,
+                    double *out, int cap, int *n) {
+    *n = 0;
+    if (!j) return MHAR_OK;
+    const cJSON *it, *one[1] = {j};
+    int is_array = cJSON_IsArray(j);
+    if (is_array && cJSON_GetArraySize(j) == 0) return mhar_fail("%s: field '%s' is an empty list", path, key);
+    for (int i = 0; is_array ? i < cJSON_GetArraySize(j) : i < 1; i++) {
+        it = is_array ? cJSON_GetArrayItem(j, i) : one[0];
+        if (!cJSON_IsNumber(it) || (integral && it->valuedouble != floor(it->valuedouble)) ||
+            !(it->valuedouble >= lo && it->valuedouble <= hi))
+            return mhar_fail("%s: field '%s' must be %s in [%g, %g] or a list of them", path, key,
+                             integral ? "an integer" : "a number", lo, hi);
+        if (*n == cap) return mhar_fail("%s: field '%s' has more than %d values", path, key, cap);
+        for (int k = 0; k < *n; k++)
+            if (out[k] == it->valuedouble) return mhar_fail("%s: field '%s' repeats %g", path, key, it->valuedouble);
+        out[(*n)++] = it->valuedouble;
+    }
+    return MHAR_OK;
+}
+
+// path relative to base_dir unless absolute, made absolute (realpath when it exists).
+static int resolve(const char *base_dir, const char *p, char *out, size_t cap) {
+    char joined[4096];
+    if (p[0] == '/') { if (copy_str(joined, sizeof joined, p)) return MHAR_ERR; }
+    else if (path_join(joined, sizeof joined, base_dir, p)) return MHAR_ERR;
+    char *abs = realpath(joined, NULL);
+    int rc = copy_str(out, cap, abs ? abs : joined);
+    free(abs);
+    return rc;
+}
+
+static int file_exists(const char *p) {
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+typedef struct { char residual[16]; int heads[64], n_heads, blocks[64], n_blocks; } SchemeSpec;
+
+static int parse_scheme(const cJSON *s, int idx, const char *path, SchemeSpec *sp) {
+    char where[48];
+    snprintf(where, sizeof where, "schemes[%d].", idx);
+    if (!cJSON_IsObject(s)) return mhar_fail("%s: schemes[%d] must be an object like {\"residual\": \"mhar\"}", path, idx);
+    if (check_keys(s, SCHEME_KEYS, sizeof SCHEME_KEYS / sizeof *SCHEME_KEYS, path, where)) return MHAR_ERR;
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(s, "residual");
+    if (!cJSON_IsString(r))
+        return mhar_fail("%s: schemes[%d].residual is required (baseline, hc, denseformer, attnres, mhar, block)",
+                         path, idx);
+    const char *m = r->valuestring;
+    int routed = !strcmp(m, "attnres") || !strcmp(m, "mhar") || !strcmp(m, "block");
+    if (!routed && strcmp(m, "baseline") && strcmp(m, "hc") && strcmp(m, "denseformer"))
+        return mhar_fail("%s: schemes[%d].residual '%s' is not a sweep scheme (baseline, hc, denseformer, "
+                         "attnres, mhar, block; delta_mh continues a pretrained run)", path, idx, m);
+    snprintf(sp->residual, sizeof sp->residual, "%s", m);
+    double v[64];
+    char key[64];
+    snprintf(key, sizeof key, "%sroute_heads", where);
+    if (get_list(cJSON_GetObjectItemCaseSensitive(s, "route_heads"), key, path, 1, 1, 65536, v, 64, &sp->n_heads))
+        return MHAR_ERR;
+    for (int i = 0; i < sp->n_heads; i++) sp->heads[i] = (int)v[i];
+    snprintf(key, sizeof key, "%sroute_blocks", where);
+    if (get_list(cJSON_GetObjectItemCaseSensitive(s, "route_blocks"), key, path, 1, 1, 65536, v, 64, &sp->n_blocks))
+        return MHAR_ERR;
+    for (int i = 0; i < sp->n_blocks; i++) sp->blocks[i] = (int)v[i];
+    if (!routed && (sp->n_heads || sp->n_blocks))
+        return mhar_fail("%s: schemes[%d]: '%s' does not route; route_heads/route_blocks do not apply", path, idx, m);
+    if (!strcmp(m, "attnres") && (sp->n_blocks || sp->n_heads > 1 || (sp->n_heads && sp->heads[0] != 1)))
+        return mhar_fail("%s: schemes[%d]: attnres is single-head full routing (use mhar for H > 1, "
+                         "block for blocks)", path, idx);
+    if (!strcmp(m, "mhar") && sp->n_blocks)
+        return mhar_fail("%s: schemes[%d]: mhar routes over every sublayer; use 'block' with route_blocks", path, idx);
+    if (!strcmp(m, "block") && !sp->n_blocks)
+        return mhar_fail("%s: schemes[%d]: block routing needs route_blocks", path, idx);
+    if (!sp->n_heads) { sp->heads[0] = !strcmp(m, "mhar") ? 8 : routed ? 1 : 0; sp->n_heads = 1; }
+    if (!sp->n_blocks) { sp->blocks[0] = 0; sp->n_blocks = 1; }
+    return MHAR_OK;
+}
+
+static void method_name(const char *residual, int heads, int blocks, char *out, size_t cap) {
+    if (!strcmp(residual, "mhar")) snprintf(out, cap, "mhar-h%d", heads);
+    else if (!strcmp(residual, "block")) snprintf(out, cap, "block-h%d-b%d", heads, blocks);
+    else snprintf(out, cap, "%s", residual);
+}
+
+// Does the model config accept this scheme on this preset (H divides d, ...)?
+static int check_model(const char *path, const char *preset, const SchemeSpec *sp, int h, int b) {
+    Config c;
+    if (config_preset(preset, &c)) return mhar_fail("%s: %s", path, mhar_error());
+    c.vocab_size = 2;
+    snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", sp->residual);
+    c.attnres_num_heads = h ? h : 1;
+    c.attnres_num_blocks = b;
+    char origin[256];
+    snprintf(origin, sizeof origin, "%s (preset %s, %s, H %d)", path, preset, sp->residual, h);
+    return config_validate(&c, origin);
+}
+
+int grid_load(const char *path, Grid *g) {
+    memset(g, 0, sizeof *g);
+    char *text;
+    size_t len;
+    if (read_file(path, &text, &len)) return MHAR_ERR;
+    g->json = cJSON_Parse(text);
+    free(text);
+    if (!g->json || !cJSON_IsObject(g->json)) {
+        grid_free(g);
+        return mhar_fail("%s: not a JSON object (see mhar sweep --help for the grid format)", path);
+    }
+    if (resolve(".", path, g->path, sizeof g->path)) { grid_free(g); return MHAR_ERR; }
+    char dir_buf[4096];
+    snprintf(dir_buf, sizeof dir_buf, "%s", g->path);
+    const char *base = dirname(dir_buf);
+    const cJSON *j = g->json;
+    SchemeSpec *specs = NULL;
+    int rc = check_keys(j, TOP_KEYS, sizeof TOP_KEYS / sizeof *TOP_KEYS, path, "");
+
+    // presets
+    const char *presets[16];
+    int n_presets = 0;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "preset"), *it;
+    if (!rc && cJSON_IsString(p)) presets[n_presets++] = p->valuestring;
+    else if (!rc && cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && cJSON_GetArraySize(p) <= 16) {
+        cJSON_ArrayForEach(it, p) {
+            if (!cJSON_IsString(it)) { rc = mhar_fail("%s: field 'preset' must hold preset names", path); break; }
+            presets[n_presets++] = it->valuestring;
+        }
+    } else if (!rc) rc = mhar_fail("%s: field 'preset' is required: a preset name or a list of 1 to 16", path);
+    for (int i = 0; !rc && i < n_presets; i++) {
+        Config c;
+        if (config_preset(presets[i], &c)) rc = mhar_fail("%s: field 'preset': %s", path, mhar_error());
+    }
+
+    // schemes
+    const cJSON *sch = cJSON_GetObjectItemCaseSensitive(j, "schemes");
+    int n_schemes = cJSON_IsArray(sch) ? cJSON_GetArraySize(sch) : 0;
+    if (!rc && !n_schemes) rc = mhar_fail("%s: field 'schemes' is required: a non-empty list of {\"residual\": ...}", path);
+    if (!rc && !(specs = calloc(n_schemes, sizeof *specs))) rc = mhar_fail("out of memory");
+    for (int i = 0; !rc && i < n_schemes; i++) rc = parse_scheme(cJSON_GetArrayItem(sch, i), i, path, &specs[i]);
+
+    // seeds, learning rates, recipe
+    double seeds[256], lrs[16], v;
+    int n_seeds = 0;
+    if (!rc) rc = get_list(cJSON_GetObjectItemCaseSensitive(j, "seeds"), "seeds", path, 1, 0, 9007199254740991.0,
+                           seeds, 256, &n_seeds);
+    if (!rc && !n_seeds) rc = mhar_fail("%s: field 'seeds' is required (a list of integers)", path);
+    if (!rc) rc = get_list(cJSON_GetObjectItemCaseSensitive(j, "lr"), "lr", path, 0, 1e-12, 10, lrs, 16, &g->n_lr);
+    if (!rc && !g->n_lr) { lrs[0] = DEF_LR; g->n_lr = 1; }
+    SweepRun base_run = {0};
+    if (!rc) rc = get_int(j, "steps", 1, 1e12, -1, path, &v), base_run.steps = (long)v;
+    if (!rc) rc = get_int(j, "batch", 1, 1 << 20, DEF_BATCH, path, &v), base_run.batch = (int)v;
+    if (!rc) rc = get_int(j, "seq", 1, 1 << 20, DEF_SEQ, path, &v), base_run.seq = (int)v;
+    if (!rc) rc = get_int(j, "accum", 1, 1 << 20, DEF_ACCUM, path, &v), base_run.accum = (int)v;
+    if (!rc) rc = get_int(j, "warmup", 0, 1e12, base_run.steps / 20, path, &v), base_run.warmup = (long)v;
+    if (!rc) rc = get_int(j, "eval_every", 1, 1e9, DEF_EVAL_EVERY, path, &v), base_run.eval_every = (int)v;
+    if (!rc) rc = get_int(j, "eval_batches", 1, 1e9, DEF_EVAL_BATCHES, path, &v), base_run.eval_batches = (int)v;
+    if (!rc) rc = get_int(j, "save_every", 1, 1e9, base_run.eval_every, path, &v), base_run.save_every = (int)v;
+    if (!rc && base_run.eval_every > base_run.steps)
+        rc = mhar_fail("%s: eval_every %d is more than steps %ld: one evaluation only", path, base_run.eval_every,
+                       base_run.steps);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+    if (!rc && name && !cJSON_IsString(name)) rc = mhar_fail("%s: field 'name' must be a string", path);
+
+    // data
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "train"), *va = cJSON_GetObjectItemCaseSensitive(j, "val");
+    const cJSON *man = cJSON_GetObjectItemCaseSensitive(j, "manifest");
+    if (!rc && (tr || va) && !(cJSON_IsString(tr) && cJSON_IsString(va)))
+        rc = mhar_fail("%s: give both 'train' and 'val' as token file paths (or neither for built-in data)", path);
+    if (!rc && tr) {
+        rc = resolve(base, tr->valuestring, base_run.train, sizeof base_run.train);
+        if (!rc) rc = resolve(base, va->valuestring, base_run.val, sizeof base_run.val);
+        if (!rc && !file_exists(base_run.train)) rc = mhar_fail("%s: field 'train': %s: cannot open", path, base_run.train);
+        if (!rc && !file_exists(base_run.val)) rc = mhar_fail("%s: field 'val': %s: cannot open", path, base_run.val);
+    }
+    if (!rc && man) {
+        if (!cJSON_IsString(man)) rc = mhar_fail("%s: field 'manifest' must be a path", path);
+        if (!rc) rc = resolve(base, man->valuestring, g->manifest, sizeof g->manifest);
+        if (!rc && !file_exists(g->manifest)) rc = mhar_fail("%s: field 'manifest': %s: cannot open", path, g->manifest);
+    } else if (!rc && tr) {
+        // Where the corpus builder leaves it: beside the token files, or one directory up.
+        char d1[4096], d2[4096], cand[4200];
+        snprintf(d1, sizeof d1, "%s", base_run.train);
+        snprintf(d2, sizeof d2, "%s", dirname(d1));
+        const char *dirs[2] = {d1, dirname(d2)};
+        for (int i = 0; i < 2 && !g->manifest[0]; i++)
+            if (path_join(cand, sizeof cand, dirs[i], "manifest.json") == MHAR_OK && file_exists(cand))
+                rc = copy_str(g->manifest, sizeof g->manifest, cand);
+    }
+
+    // expand: preset, seed, lr, scheme, H, blocks (seed-major, so a sweep cut
+    // short still holds a complete comparison for its first seeds)
+    int total = 0;
+    for (int i = 0; !rc && i < n_schemes; i++) total += specs[i].n_heads * specs[i].n_blocks;
+    total *= n_presets * n_seeds * g->n_lr;
+    if (!rc && !(g->runs = calloc(total ? total : 1, sizeof *g->runs))) rc = mhar_fail("out of memory");
+    for (int pi = 0; !rc && pi < n_presets; pi++)
+        for (int si = 0; !rc && si < n_seeds; si++)
+            for (int li = 0; !rc && li < g->n_lr; li++)
+                for (int ci = 0; !rc && ci < n_schemes; ci++)
+                    for (int hi = 0; !rc && hi < specs[ci].n_heads; hi++)
+                        for (int bi = 0; !rc && bi < specs[ci].n_blocks; bi++) {
+                            SweepRun *r = &g->runs[g->n_runs];
+                            *r = base_run;
+                            snprintf(r->preset, sizeof r->preset, "%s", presets[pi]);
+                            snprintf(r->residual, sizeof r->residual, "%s", specs[ci].residual);
+                            r->heads = specs[ci].heads[hi];
+                            r->blocks = specs[ci].blocks[bi];
+                            r->seed = (uint64_t)seeds[si];
+                            r->lr = lrs[li];
+                            rc = check_model(path, r->preset, &specs[ci], r->heads, r->blocks);
+                            method_name(r->residual, r->heads, r->blocks, r->method, sizeof r->method);
+                            char lr_part[40] = "";
+                            if (g->n_lr > 1) snprintf(lr_part, sizeof lr_part, "-lr%g", r->lr);
+                            snprintf(r->name, sizeof r->name, "%s-%s%s-s%llu", r->preset, r->method, lr_part,
+                                     (unsigned long long)r->seed);
+                            for (int k = 0; !rc && k < g->n_runs; k++)
+                                if (!strcmp(g->runs[k].name, r->name))
+                                    rc = mhar_fail("%s: run %s appears twice (a scheme listed twice?)", path, r->name);
+                            g->n_runs++;
+                        }
+    free(specs);
+    if (rc) grid_free(g);
+    return rc;
+}
+
+void grid_free(Grid *g) {
+    cJSON_Delete(g->json);
+    free(g->runs);
+    memset(g, 0, sizeof *g);
+}
+
+int sweep_run_args(const SweepRun *r, const char *dir, char **argv, int cap, char *buf, size_t buf_cap) {
+    int n = 0;
+    size_t used = 0;
+    int over = 0;
+#define ARG(...)                                                                      \
+    do {                                                                              \
+        int w_ = snprintf(buf + used, used < buf_cap ? buf_cap - used : 0, __VA_ARGS__); \
+        if (w_ < 0 || used + (size_t)w_ + 1 > buf_cap || n + 1 >= cap) { over = 1; break; } \
+        argv[n++] = buf + used;                                                       \
+        used += (size_t)w_ + 1;                                                       \
+    } while (0)
+    ARG("--out"); ARG("%s", dir);
+    ARG("--preset"); ARG("%s", r->preset);
+    ARG("--residual"); ARG("%s", r->residual);
+    if (r->heads && strcmp(r->residual, "attnres")) { ARG("--route-heads"); ARG("%d", r->heads); }
+    if (r->blocks) { ARG("--route-blocks"); ARG("%d", r->blocks); }
+    if (r->train[0]) { ARG("--train"); ARG("%s", r->train); ARG("--val"); ARG("%s", r->val); }
+    ARG("--steps"); ARG("%ld", r->steps);
+    ARG("--batch"); ARG("%d", r->batch);
+    ARG("--seq"); ARG("%d", r->seq);
+    ARG("--accum"); ARG("%d", r->accum);
+    ARG("--lr"); ARG("%.9g", r->lr);
+    ARG("--warmup"); ARG("%ld", r->warmup);
+    ARG("--seed"); ARG("%llu", (unsigned long long)r->seed);
+    ARG("--eval-every"); ARG("%d", r->eval_every);
+    ARG("--eval-batches"); ARG("%d", r->eval_batches);
+    ARG("--save-every"); ARG("%d", r->save_every);
+#undef ARG
+    argv[n] = NULL;
+    return over ? mhar_fail("run %s: the train command line does not fit (%zu bytes)", r->name, buf_cap) : MHAR_OK;
+}
+
+cJSON *sweep_run_to_json(const SweepRun *r) {
+    cJSON *j = cJSON_CreateObject();
+    char seed[32], lr[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
+    snprintf(lr, sizeof lr, "%.9g", r->lr);
+    cJSON_AddStringToObject(j, "name", r->name);
+    cJSON_AddStringToObject(j, "preset", r->preset);
+    cJSON_AddStringToObject(j, "residual", r->residual);
+    cJSON_AddStringToObject(j, "method", r->method);
+    cJSON_AddNumberToObject(j, "route_heads", r->heads);
+    cJSON_AddNumberToObject(j, "route_blocks", r->blocks);
+    cJSON_AddStringToObject(j, "seed", seed);   // a string: a u64 does not fit a double
+    cJSON_AddRawToObject(j, "lr", lr);
+    cJSON_AddNumberToObject(j, "steps", r->steps);
+    cJSON_AddNumberToObject(j, "warmup", r->warmup);
+    cJSON_AddNumberToObject(j, "batch", r->batch);
+    cJSON_AddNumberToObject(j, "seq", r->seq);
+    cJSON_AddNumberToObject(j, "accum", r->accum);
+    cJSON_AddNumberToObject(j, "eval_every", r->eval_every);
+    cJSON_AddNumberToObject(j, "eval_batches", r->eval_batches);
+    cJSON_AddNumberToObject(j, "save_every", r->save_every);
+    cJSON_AddStringToObject(j, "train", r->train);
+    cJSON_AddStringToObject(j, "val", r->val);
+    return j;
+}
+
+static int rec_str(const cJSON *j, const char *origin, const char *key, char *out, size_t cap) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!cJSON_IsString(v)) return mhar_fail("%s: field '%s' missing or not a string", origin, key);
+    return copy_str(out, cap, v->valuestring) ? mhar_fail("%s: field '%s' is too long", origin, key) : MHAR_OK;
+}
+
+static int rec_num(const cJSON *j, const char *origin, const char *key, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!cJSON_IsNumber(v)) return mhar_fail("%s: field '%s' missing or not a number", origin, key);
+    *out = v->valuedouble;
+    return MHAR_OK;
+}
+
+int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r) {
+    memset(r, 0, sizeof *r);
+    char seed[32];
+    double v[11];
+    const char *keys[11] = {"route_heads", "route_blocks", "lr",    "steps",        "warmup",    "batch",
+                            "seq",         "accum",        "eval_every", "eval_batches", "save_every"};
+    if (rec_str(j, origin, "name", r->name, sizeof r->name) ||
+        rec_str(j, origin, "preset", r->preset, sizeof r->preset) ||
+        rec_str(j, origin, "residual", r->residual, sizeof r->residual) ||
+        rec_str(j, origin, "method", r->method, sizeof r->method) || rec_str(j, origin, "seed", seed, sizeof seed) ||
+        rec_str(j, origin, "train", r->train, sizeof r->train) || rec_str(j, origin, "val", r->val, sizeof r->val))
+        return MHAR_ERR;
+    for (int i = 0; i < 11; i++)
+        if (rec_num(j, origin, keys[i], &v[i])) return MHAR_ERR;
+    char *end;
+    r->seed = strtoull(seed, &end, 10);
+    if (*end || !seed[0]) return mhar_fail("%s: field 'seed' is not an integer", origin);
+    r->heads = (int)v[0]; r->blocks = (int)v[1]; r->lr = v[2]; r->steps = (long)v[3]; r->warmup = (long)v[4];
+    r->batch = (int)v[5]; r->seq = (int)v[6]; r->accum = (int)v[7]; r->eval_every = (int)v[8];
+    r->eval_batches = (int)v[9]; r->save_every = (int)v[10];
+    return MHAR_OK;
+}
+
+int sha256_file(const char *path, char hex[65]) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mhar_fail("%s: cannot open to hash", path);
+    Sha256 s;
+    sha256_init(&s);
+    static unsigned char buf[1 << 20];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&s, buf, n);
+    int err = ferror(f);
+    fclose(f);
+    if (err) return mhar_fail("%s: read error while hashing", path);
+    uint8_t d[32];
+    sha256_final(&s, d);
+    sha256_hex(d, hex);
+    return MHAR_OK;
+}

@@ -1,0 +1,67 @@
+// A sweep grid: the JSON file `mhar sweep --grid` reads, expanded into one
+// run per (preset, seed, learning rate, scheme, routing heads, blocks), and
+// the run record (run.json) each run directory keeps.
+//
+// Grid file (unknown keys are refused, so a typo cannot silently fall back
+// to a default):
+//   {
+//     "name": "nano-h-sweep",                   optional label
+//     "preset": "nano" | ["nano", "micro"],     required
+//     "schemes": [                              required, non-empty
+//       {"residual": "baseline"}, {"residual": "hc"}, {"residual": "denseformer"},
+//       {"residual": "attnres"},                (H = 1)
+//       {"residual": "mhar", "route_heads": [2, 4, 8, 16]},   (default 8)
+//       {"residual": "block", "route_heads": 4, "route_blocks": [2, 3]}
+//     ],
+//     "seeds": [1, 2, 3] | 1,                   required
+//     "train": "tok/train.bin", "val": "tok/val.bin",   both or neither
+//     "manifest": "corpus/manifest.json",       optional
+//     "steps": 2000,                            required
+//     "batch": 8, "seq": 256, "accum": 1, "lr": 5e-4 | [3e-4, 1e-3],
+//     "warmup": 100, "eval_every": 100, "eval_batches": 20, "save_every": 100
+//   }
+// Relative paths are relative to the grid file's directory. Without
+// train/val every run uses mhar train's built-in synthetic data. Without a
+// manifest, manifest.json is looked for next to the train file and one
+// directory up (where `mhar data corpus` writes it).
+#pragma once
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+typedef struct {
+    char name[160];             // <preset>-<method>[-lr<lr>]-s<seed>: the run directory's name
+    char preset[32], residual[16];
+    char method[64];            // baseline, hc, attnres, mhar-h4, block-h4-b2 (no preset, seed or lr)
+    int heads;                  // routing heads H (1 for attnres; 0 when the scheme does not route)
+    int blocks;                 // block routing N (0 otherwise)
+    uint64_t seed;
+    double lr;
+    long steps, warmup;
+    int batch, seq, accum, eval_every, eval_batches, save_every;
+    char train[2048], val[2048];   // absolute paths, "" for the built-in data
+} SweepRun;
+
+typedef struct {
+    cJSON *json;                // the grid as read
+    char path[4096];            // the grid file, absolute
+    char manifest[4096];        // absolute, "" when none was given or found
+    SweepRun *runs;             // in execution order: preset, seed, lr, scheme, H, blocks
+    int n_runs;
+    int n_lr;                   // learning rates in the grid (>1: lr is part of the run names)
+} Grid;
+
+// Parse, validate (every preset, scheme and H against the model config) and
+// expand. Errors name the file, the field and the reason.
+int grid_load(const char *path, Grid *g);
+void grid_free(Grid *g);
+
+// The `mhar train` options of a fresh run into dir, as argv strings after
+// "train" (NULL-terminated, at most cap - 1 entries), pointing into buf.
+int sweep_run_args(const SweepRun *r, const char *dir, char **argv, int cap, char *buf, size_t buf_cap);
+
+// run.json: the run's settings (every SweepRun field) as a JSON object, and back.
+cJSON *sweep_run_to_json(const SweepRun *r);
+int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r);
+
+// SHA-256 of a file as 64 hex digits.
+int sha256_file(const char *path, char hex[65]);

@@ -1,0 +1,22 @@
+// The statistics a sweep report states (SPEC §4): the published metric, the
+// mean of the last 11 validation evaluations of a run, and its mean, sample
+// standard deviation and paired differences over seeds. Plain functions of
+// arrays, so the tests can check them on hand-computed data.
+#pragma once
+#include <stdint.h>
+
+#define STATS_TAIL_EVALS 11   // SPEC §4: the reported figure averages the last 11 evaluations
+
+// Mean of x[0..n); NAN when n == 0.
+double stats_mean(const double *x, int n);
+// Sample standard deviation (divisor n - 1); NAN when n < 2.
+double stats_sd(const double *x, int n);
+// Mean of the last k of the n values, or of all n when n < k (the caller
+// says so: *used receives how many were averaged). NAN when n == 0.
+double stats_tail_mean(const double *x, int n, int k, int *used);
+// Paired differences a - b by key (the seed: same seed, same init and data
+// order). diff receives, in the order of a, one value for every key of a
+// that b also has; returns their count. A key repeated on one side pairs
+// only its first occurrence.
+int stats_paired_diff(const double *a, const uint64_t *key_a, int na, const double *b,
+                      const uint64_t *key_b, int nb, double *diff);
