@@ -5,6 +5,8 @@ CFLAGS  += -Isrc -std=c11 $(OPT) -fopenmp -Wall -Wextra -Werror -D_GNU_SOURCE -M
 LDLIBS  += -lopenblas -lcjson -lm
 LDFLAGS += -fopenmp
 BUILD   ?= build
+# The binary; the sanitizer and valgrind builds keep theirs in their build dir.
+BIN     ?= mhar
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
@@ -14,8 +16,8 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/tool_*.c)))
 
-.PHONY: all test clean check-clang
-all: mhar $(BUILD)/libmhar.a
+.PHONY: all test clean check-clang asan-test valgrind fuzz fuzz-build
+all: $(BIN) $(BUILD)/libmhar.a
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -25,8 +27,8 @@ $(BUILD)/libmhar.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-mhar: $(CLI_OBJ) $(BUILD)/libmhar.a
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(BIN): $(CLI_OBJ) $(BUILD)/libmhar.a
+	$(CC) $(OPT) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmhar.a tests/check.h
 	@mkdir -p $(dir $@)
@@ -34,14 +36,61 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmhar.a tests/check.h
 
 # The test command of the README: every C, Python and shell test; the last
 # line is "N passed, N failed".
-test: mhar $(TEST_BIN) $(TOOL_BIN)
-	@bash tests/run.sh $(BUILD)
+test: $(BIN) $(TEST_BIN) $(TOOL_BIN)
+	@MHAR_BIN=$(abspath $(BIN)) bash tests/run.sh $(BUILD)
 
 # The code must be -Werror clean with clang too: compile every object with it.
 check-clang:
 	$(MAKE) --no-print-directory CC=clang BUILD=build-clang build-clang/libmhar.a $(CLI_SRC:%.c=build-clang/%.o)
 
+# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# in its own build directory with its own binary (the tests run $MHAR_BIN).
+# Reports go to files, so one from a process whose exit status a test does
+# not look at (a command run for its side effect) still fails the target.
+# Leak detection stays on: libgomp and OpenBLAS leave nothing unreachable.
+ASAN_BUILD := build-asan
+ASAN_OPT   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+SAN_LOGS   := $(abspath $(ASAN_BUILD))/sanitizer-logs
+asan-test:
+	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
+	@ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan:detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
+	 UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan:print_stacktrace=1:halt_on_error=1 \
+	 $(MAKE) --no-print-directory test BUILD=$(ASAN_BUILD) BIN=$(ASAN_BUILD)/mhar OPT="$(ASAN_OPT)"; rc=$$?; \
+	 if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -n 60 $(SAN_LOGS)/*; echo "FAIL sanitizer reports in $(SAN_LOGS)"; exit 1; fi; \
+	 echo "no sanitizer report"; exit $$rc
+
+# A short training run under valgrind memcheck, from a build without
+# -march=native (valgrind decodes no AVX-512) and with OpenBLAS on its AVX2
+# kernels for the same reason.
+VG_BUILD := build-valgrind
+valgrind:
+	@$(MAKE) --no-print-directory BUILD=$(VG_BUILD) BIN=$(VG_BUILD)/mhar OPT="-O1 -g" $(VG_BUILD)/mhar
+	@bash tests/valgrind_train.sh $(VG_BUILD)/mhar
+
+# Fuzzing with libFuzzer (clang): fuzz/fuzz_NAME.c for every parser of outside
+# input, each run FUZZ_SECONDS from its committed seeds fuzz/corpus/NAME/
+# (FUZZ_JOBS at a time); new inputs and crash files stay in build-fuzz/.
+# The normal build replays every seed as a test (build/tests/test_fuzz_NAME).
+FUZZ_BUILD   := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= $(shell nproc)
+FUZZ_OPT     := -O1 -g -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_SRC     := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BIN     := $(FUZZ_SRC:fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_REPLAY  := $(FUZZ_SRC:fuzz/fuzz_%.c=$(BUILD)/tests/test_fuzz_%)
+fuzz-build:
+	@$(MAKE) --no-print-directory CC=clang BUILD=$(FUZZ_BUILD) OPT="$(FUZZ_OPT)" $(FUZZ_BIN)
+fuzz: fuzz-build
+	@bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_JOBS)
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(BUILD)/libmhar.a $(BUILD)/src/cli/args.o
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/src/cli/args.o $(BUILD)/libmhar.a $(LDFLAGS) $(LDLIBS) -o $@
+# The same target with a main() that runs every file of its corpus once.
+$(BUILD)/tests/test_fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h fuzz/replay.c $(BUILD)/libmhar.a $(BUILD)/src/cli/args.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFUZZ_CORPUS='"fuzz/corpus/$*"' $< fuzz/replay.c $(BUILD)/src/cli/args.o $(BUILD)/libmhar.a $(LDFLAGS) $(LDLIBS) -o $@
+test: $(FUZZ_REPLAY)
+
 clean:
-	rm -rf $(BUILD) build-clang mhar
+	rm -rf $(BUILD) build-clang $(ASAN_BUILD) $(VG_BUILD) $(FUZZ_BUILD) mhar
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

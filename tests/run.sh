@@ -3,9 +3,12 @@
 # shell tests/test_*.sh. Each prints "PASS name" / "FAIL name: reason" lines.
 # A program that exits non-zero without printing a FAIL counts as one failure.
 # Last line: "N passed, N failed".
+# $1 is the build directory (default build), passed on as MHAR_BUILD; the
+# tests run the binary $MHAR_BIN (default ./mhar; make test sets it).
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
+export MHAR_BIN=${MHAR_BIN:-$PWD/mhar}
 passed=0; failed=0
 log=$(mktemp -d)
 run_one() {

@@ -4,7 +4,7 @@
 # and the reason named, nothing written) for each kind of bad input.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/mhar
+M=${MHAR_BIN:-$PWD/mhar}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 pass() { echo "PASS $1"; }

@@ -66,8 +66,8 @@ SCHEMES = [
     dict(name="mhar_h8", mode="mhar", heads=8, enabled=True),
     dict(name="block_h2_n2", mode="block", heads=2, blocks=2, enabled=True),
     dict(name="block_h1_n3", mode="block", heads=1, blocks=3, enabled=True),
-    dict(name="hc", mode="hc", enabled=False),
-    dict(name="denseformer", mode="denseformer", enabled=False),
+    dict(name="hc", mode="hc", enabled=True),
+    dict(name="denseformer", mode="denseformer", enabled=True),
     dict(name="delta_mh_h2_n3", mode="delta_mh", heads=2, blocks=3, enabled=False),
 ]
 

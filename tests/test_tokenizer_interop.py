@@ -38,7 +38,7 @@ import unicodedata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MHAR = REPO / "mhar"
+MHAR = Path(os.environ.get("MHAR_BIN") or REPO / "mhar")
 failures = 0
 
 

@@ -189,7 +189,7 @@ int grid_load(const char *path, Grid *g) {
     for (int i = 0; !rc && i < n_schemes; i++) rc = parse_scheme(cJSON_GetArrayItem(sch, i), i, path, &specs[i]);
 
     // seeds, learning rates, recipe
-    double seeds[256], lrs[16], v;
+    double seeds[256], lrs[16];
     int n_seeds = 0;
     if (!rc) rc = get_list(cJSON_GetObjectItemCaseSensitive(j, "seeds"), "seeds", path, 1, 0, 9007199254740991.0,
                            seeds, 256, &n_seeds);
@@ -197,14 +197,23 @@ int grid_load(const char *path, Grid *g) {
     if (!rc) rc = get_list(cJSON_GetObjectItemCaseSensitive(j, "lr"), "lr", path, 0, 1e-12, 10, lrs, 16, &g->n_lr);
     if (!rc && !g->n_lr) { lrs[0] = DEF_LR; g->n_lr = 1; }
     SweepRun base_run = {0};
-    if (!rc) rc = get_int(j, "steps", 1, 1e12, -1, path, &v), base_run.steps = (long)v;
-    if (!rc) rc = get_int(j, "batch", 1, 1 << 20, DEF_BATCH, path, &v), base_run.batch = (int)v;
-    if (!rc) rc = get_int(j, "seq", 1, 1 << 20, DEF_SEQ, path, &v), base_run.seq = (int)v;
-    if (!rc) rc = get_int(j, "accum", 1, 1 << 20, DEF_ACCUM, path, &v), base_run.accum = (int)v;
-    if (!rc) rc = get_int(j, "warmup", 0, 1e12, base_run.steps / 20, path, &v), base_run.warmup = (long)v;
-    if (!rc) rc = get_int(j, "eval_every", 1, 1e9, DEF_EVAL_EVERY, path, &v), base_run.eval_every = (int)v;
-    if (!rc) rc = get_int(j, "eval_batches", 1, 1e9, DEF_EVAL_BATCHES, path, &v), base_run.eval_batches = (int)v;
-    if (!rc) rc = get_int(j, "save_every", 1, 1e9, base_run.eval_every, path, &v), base_run.save_every = (int)v;
+    double steps = 1, batch = 0, seq = 0, accum = 0, warmup = 0, eval_every = 0, eval_batches = 0, save_every = 0;
+    if (!rc) rc = get_int(j, "steps", 1, 1e12, -1, path, &steps);
+    if (!rc) rc = get_int(j, "batch", 1, 1 << 20, DEF_BATCH, path, &batch);
+    if (!rc) rc = get_int(j, "seq", 1, 1 << 20, DEF_SEQ, path, &seq);
+    if (!rc) rc = get_int(j, "accum", 1, 1 << 20, DEF_ACCUM, path, &accum);
+    if (!rc) rc = get_int(j, "warmup", 0, 1e12, floor(steps / 20), path, &warmup);
+    if (!rc) rc = get_int(j, "eval_every", 1, 1e9, DEF_EVAL_EVERY, path, &eval_every);
+    if (!rc) rc = get_int(j, "eval_batches", 1, 1e9, DEF_EVAL_BATCHES, path, &eval_batches);
+    if (!rc) rc = get_int(j, "save_every", 1, 1e9, eval_every, path, &save_every);
+    base_run.steps = (long)steps;
+    base_run.batch = (int)batch;
+    base_run.seq = (int)seq;
+    base_run.accum = (int)accum;
+    base_run.warmup = (long)warmup;
+    base_run.eval_every = (int)eval_every;
+    base_run.eval_batches = (int)eval_batches;
+    base_run.save_every = (int)save_every;
     if (!rc && base_run.eval_every > base_run.steps)
         rc = mhar_fail("%s: eval_every %d is more than steps %ld: one evaluation only", path, base_run.eval_every,
                        base_run.steps);

@@ -68,10 +68,11 @@ static int probe(const ProbeArgs *a) {
     int L = c->num_hidden_layers, d = c->hidden_size, H = c->attnres_num_heads, n_sites = 2 * L + 1;
     int width_mode = !strcmp(mode, "attnres") || (!strcmp(mode, "mhar") && H == 1);
     if (strcmp(mode, "attnres") && strcmp(mode, "mhar")) {
+        rc = mhar_fail("%s: attnres_mode is '%s'; the probe reads full depth routing (attnres or mhar) %s", a->run,
+                       mode, !strcmp(mode, "block") ? "and not yet block routing's summaries"
+                                                    : "and this scheme does not route");
         model_free(&m);
-        return mhar_fail("%s: attnres_mode is '%s'; the probe reads full depth routing (attnres or mhar) "
-                         "%s", a->run, mode, !strcmp(mode, "block") ? "and not yet block routing's summaries"
-                                                                      : "and this scheme does not route");
+        return rc;
     }
     if (width_mode && d % a->slices)
         rc = mhar_fail("--slices %d does not divide the width d = %d of %s", a->slices, d, a->run);
@@ -111,6 +112,7 @@ static int probe(const ProbeArgs *a) {
     // Forward the held-out batches; after each, the model's source buffer holds
     // every site's sources for these tokens (SPEC §5).
     double route_err = 0;
+    int tty = isatty(2);
     for (long b = 0; !rc && b < windows; b++) {
         for (int i = 0; i < B; i++)
             loader_window(&ld, b * B + i, m.tokens + (size_t)i * T, m.targets + (size_t)i * T);
@@ -137,9 +139,9 @@ static int probe(const ProbeArgs *a) {
                 }
             }
         }
-        fprintf(stderr, "\rbatch %ld/%ld", b + 1, windows);
+        if (tty) fprintf(stderr, "\rbatch %ld/%ld", b + 1, windows);
     }
-    if (!rc) fprintf(stderr, "\n");
+    if (tty) fprintf(stderr, "\n");
     if (!rc && !(route_err < 1e-3))
         rc = mhar_fail("the probe's routing weights differ from the model's by %.3g: it does not read what the "
                        "forward pass read (a bug)", route_err);
@@ -157,9 +159,9 @@ static int probe(const ProbeArgs *a) {
         cJSON_AddNumberToObject(j, "draws", a->draws);
         cJSON_AddStringToObject(j, "data", data);
         cJSON_AddNumberToObject(j, "tokens", tokens);
-        printf("%s of %s (%s%s), %.0f held-out tokens of %s, null: %d random %s of matched norm\n",
-               width_mode ? "width disagreement" : "head deviation from the head consensus", a->run, mode,
-               width_mode ? "" : ", H heads", tokens, data, a->draws, a->draws == 1 ? "query" : "queries");
+        printf("%s of %s (%s, H = %d), %.0f held-out tokens of %s; null: %d random %s of matched norm\n",
+               width_mode ? "width disagreement" : "head deviation from the head consensus", a->run, mode, H,
+               tokens, data, a->draws, a->draws == 1 ? "query" : "queries");
         if (width_mode) printf("slices S = %d of width %d; KL(a_s || alpha) in nats, mean over slices and tokens\n",
                                a->slices, d / a->slices);
         else printf("H = %d heads of width %d; KL(w_h || mean_h w_h) in nats, mean over tokens\n", H, d / H);

@@ -8,16 +8,16 @@
 
 #include "args.h"
 #include "commands.h"
-#include "data/synth.h"
 #include "data/tokens.h"
 #include "train/train.h"
 
 static const char *usage =
     "usage: mhar train --out DIR [--preset P | --config FILE] [--residual R]\n"
     "                  [--train FILE --val FILE] [--steps N --batch B --seq T ...] [--resume]\n\n"
-    "Trains a Qwen3-style decoder. Without --train/--val it trains on built-in\n"
-    "synthetic data (patterned tokens, written to DIR/data/). --resume continues\n"
-    "the run in DIR bit-identically from its last checkpoint.";
+    "Trains a Qwen3-style decoder. Without --train/--val it builds the default\n"
+    "data in DIR/data/ (the Python standard library found on this machine, a\n"
+    "BPE tokenizer of 8192 tokens, token shards) and trains on it. --resume\n"
+    "continues the run in DIR bit-identically from its last checkpoint.";
 
 static int mkdir_p(const char *dir) {
     char buf[4096];
@@ -31,24 +31,26 @@ static int mkdir_p(const char *dir) {
     return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
 }
 
-// The built-in default data: patterned synthetic tokens (vocab 512).
+// The built-in default data of the README's main job: this machine's Python
+// standard library as a corpus, a BPE tokenizer of 8192 tokens trained on
+// it, and its token shards, all under DIR/data/ (reused when present). The
+// steps are the data and tokenizer commands, run as a user would run them.
 static int default_data(const char *dir, char *train, char *val, size_t cap) {
-    char data_dir[4096];
+    char data_dir[4096], corpus[4200], tok[4200];
     if (path_join(data_dir, sizeof data_dir, dir, "data") || path_join(train, cap, data_dir, "train.bin") ||
-        path_join(val, cap, data_dir, "val.bin"))
+        path_join(val, cap, data_dir, "val.bin") || path_join(corpus, sizeof corpus, data_dir, "corpus") ||
+        path_join(tok, sizeof tok, data_dir, "tokenizer.bpe"))
         return MHAR_ERR;
     if (access(train, F_OK) == 0 && access(val, F_OK) == 0) return MHAR_OK;
     if (mkdir_p(data_dir)) return mhar_fail("%s: cannot create: %s", data_dir, strerror(errno));
-    size_t n_train = 2000000, n_val = 100000;
-    int *buf = mhar_alloc(sizeof(int) * n_train);
-    if (!buf) return MHAR_ERR;
-    int rc = synth_tokens(buf, n_train, 512, "pattern", 1);
-    if (!rc) rc = tokens_save(train, buf, n_train, 512);
-    if (!rc) rc = synth_tokens(buf, n_val, 512, "pattern", 2);
-    if (!rc) rc = tokens_save(val, buf, n_val, 512);
-    mhar_free(buf);
-    if (!rc) fprintf(stderr, "no --train given: using built-in synthetic data in %s\n", data_dir);
-    return rc;
+    fprintf(stderr, "no --train given: building the default data in %s (Python standard library,\n"
+                    "BPE tokenizer of 8192 tokens, token shards)\n", data_dir);
+    char *corpus_cmd[] = {"corpus", "--out", corpus, NULL};
+    char *tok_cmd[] = {"train", "--corpus", corpus, "--vocab", "8192", "--out", tok, NULL};
+    char *shard_cmd[] = {"tokenize", "--tokenizer", tok, "--corpus", corpus, "--out", data_dir, NULL};
+    if (cmd_data(3, corpus_cmd) || cmd_tokenizer(7, tok_cmd) || cmd_data(7, shard_cmd))
+        return mhar_fail("building the default data in %s failed (see above)", data_dir);
+    return MHAR_OK;
 }
 
 typedef struct {

@@ -70,7 +70,8 @@ int plot_draw(const Plot *p, const PlotSeries *s, int n_series) {
     put_quoted(f, p->xlabel);
     fprintf(f, "\nset ylabel ");
     put_quoted(f, p->ylabel);
-    fprintf(f, "\nset grid\nset key outside right top\n");
+    // curves: many series, key at the side; H plots: few, key below (the side would squeeze the axis)
+    fprintf(f, "\nset grid\nset key %s\n", p->logx2 ? "below" : "outside right top");
     if (isfinite(p->xmin)) fprintf(f, "set xrange [%.10g:*]\n", p->xmin);
     if (p->logx2) {
         double lo = INFINITY, hi = -INFINITY;

@@ -251,16 +251,14 @@ static int parse_fields(const cJSON *r, const char *p, Config *c) {
     return MHAR_OK;
 }
 
-int config_load(const char *path, Config *c) {
-    char *text = NULL;
-    size_t n = 0;
-    if (read_file(path, &text, &n)) return MHAR_ERR;
+// cJSON reads at most n bytes, so text need not be NUL-terminated (a fuzzer
+// hands over exactly n bytes).
+int config_parse(const char *text, size_t n, const char *path, Config *c) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
     if (!root) {
         long at = end ? (long)(end - text) : (long)(cJSON_GetErrorPtr() - text);
         if (at < 0 || (size_t)at > n) at = 0;
-        free(text);
         return mhar_fail("%s: invalid JSON near byte %ld", path, at);
     }
     // Anything but whitespace after the object means a damaged file.
@@ -268,10 +266,8 @@ int config_load(const char *path, Config *c) {
         if (*q != ' ' && *q != '\n' && *q != '\r' && *q != '\t') {
             long at = (long)(q - text);
             cJSON_Delete(root);
-            free(text);
             return mhar_fail("%s: invalid JSON: trailing characters at byte %ld", path, at);
         }
-    free(text);
     Config tmp;
     set_defaults(&tmp);
     int rc = cJSON_IsObject(root) ? parse_fields(root, path, &tmp)
@@ -280,6 +276,15 @@ int config_load(const char *path, Config *c) {
     if (rc || config_validate(&tmp, path)) return MHAR_ERR;
     *c = tmp;
     return MHAR_OK;
+}
+
+int config_load(const char *path, Config *c) {
+    char *text = NULL;
+    size_t n = 0;
+    if (read_file(path, &text, &n)) return MHAR_ERR;
+    int rc = config_parse(text, n, path, c);
+    free(text);
+    return rc;
 }
 
 // ---- saving ----

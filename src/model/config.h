@@ -1,6 +1,7 @@
 // Model configuration: the HF Qwen3 config.json keys (SPEC §3) plus the
 // residual scheme. Loaded from a file or a named preset, always validated.
 #pragma once
+#include <stddef.h>
 
 typedef struct {
     int vocab_size;
@@ -24,6 +25,9 @@ typedef struct {
 int config_preset(const char *name, Config *c);
 // Parse and validate an HF-style config.json. Errors name the file and key.
 int config_load(const char *path, Config *c);
+// The same from the text[0..n) of a config.json (need not be NUL-terminated);
+// `origin` names it in errors. config_load reads the file and calls this.
+int config_parse(const char *text, size_t n, const char *origin, Config *c);
 // Write config.json atomically, with the HF Qwen3 keys that transformers
 // needs to load the directory (architectures, model_type, hidden_act, ...).
 int config_save(const char *path, const Config *c);

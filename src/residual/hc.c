@@ -8,7 +8,8 @@
 // Activation slice, in views of [n_tok, d] (each rounded up to 16 floats):
 //   H^(s), s = 1 .. 2L   [2L][4]: the streams before sublayer s, and the final
 //                        ones; H^(0) is sources[0] and is not stored
-//   G                    [4]: dL/dH at the depth backward has reached
+//   G                    [4]: dL/dH at the depth backward has reached. It
+//                        reuses the H^(2L) views, which backward never reads.
 //
 // The scheme costs memory traffic, not FLOPs, so passes are fused:
 // - write(s) also forms x_{s+1} from the new streams while they are in
@@ -40,7 +41,7 @@ enum {
 typedef struct { size_t alpha, A, beta; } HcSite;  // parameter offsets of one sublayer
 typedef struct {
     size_t view;     // floats per [n_tok, d] view (16-float aligned)
-    int primed;      // x_primed was formed by the previous write (-1: none)
+    int primed;      // the s whose x_s the last write already formed (-1: none)
     HcSite site[];   // [2L]
 } HcPriv;
 
@@ -57,10 +58,10 @@ static float *stream(const Residual *r, int s, int i) {
     return r->acts + ((size_t)(s - 1) * NS + i) * p->view;
 }
 
-// dL/dH_i at the depth backward has reached ([n_tok, d]).
+// dL/dH_i at the depth backward has reached ([n_tok, d]), in the place of
+// the final streams: only the forward's final read uses those.
 static float *grad_stream(const Residual *r, int i) {
-    const HcPriv *p = r->priv;
-    return r->acts + ((size_t)2 * r->cfg->num_hidden_layers * NS + i) * p->view;
+    return stream(r, 2 * r->cfg->num_hidden_layers, i);
 }
 
 // p = softmax(α_s) [4]; the final read (s = 2L) is the plain mean.
@@ -155,9 +156,9 @@ static void hc_init_params(const ParamTable *t, const Config *c, float *params, 
     }
 }
 
-// 4·4·(2L + 1) views: the stored streams of 2L depths plus G.
+// 4·2L views: the stored streams of 2L depths (G shares the last four).
 static size_t hc_act_floats(const Config *c, int n_tok) {
-    return (size_t)NS * (2 * c->num_hidden_layers + 1) * view_floats(c, n_tok);
+    return (size_t)NS * 2 * c->num_hidden_layers * view_floats(c, n_tok);
 }
 
 static int hc_bind(Residual *r) {

@@ -48,7 +48,8 @@ def tool_path(name="tool_dump"):
 
 
 def mhar_binary():
-    return REPO / "mhar"
+    """$MHAR_BIN (set by make test; a sanitizer build has its own), else ./mhar."""
+    return Path(os.environ.get("MHAR_BIN") or REPO / "mhar")
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,222 @@
+// The width-disagreement probe and the head deviation (analysis/probe.h):
+// constructed cases with known answers, a naive reference on random data,
+// and agreement with the model's own route kernel.
+#include "check.h"
+#include "analysis/probe.h"
+#include "kernels/ops.h"
+#include "util/common.h"
+
+#include <string.h>
+
+static double kl2(double p0, double r0) {   // KL((p0, 1-p0) || (r0, 1-r0))
+    return p0 * log(p0 / r0) + (1 - p0) * log((1 - p0) / (1 - r0));
+}
+
+// Identical keys: sources that are positive power-of-two multiples of one
+// vector have identical keys K_n = S_n·ρ_n ⊙ g (ρ takes the scale out, and
+// with eps = 0 and powers of two exactly so), hence identical logits in every
+// slice and over the full width: every a_s and α are the same (uniform)
+// distribution and the disagreement is exactly 0, whatever q and g are.
+// This is the only way slices can all agree with the full width: if every
+// slice had the same non-uniform logits c, α = softmax(S·c) would be sharper
+// than each a_s = softmax(c) (see the hand-computed case below).
+static void test_identical_keys(void) {
+    enum { N = 5, T = 3, D = 16 };
+    float src_buf[N][T * D], q[D], g[D];
+    const float *src[N];
+    Rng rng;
+    rng_seed(&rng, 11);
+    for (int k = 0; k < D; k++) { q[k] = 3 * rng_normal(&rng); g[k] = 1 + 0.5f * rng_normal(&rng); }
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < D; k++) {
+            float v = rng_normal(&rng);
+            for (int n = 0; n < N; n++) src_buf[n][t * D + k] = v * (float)(1 << n);   // 1, 2, 4, 8, 16 × v
+        }
+    for (int n = 0; n < N; n++) src[n] = src_buf[n];
+    double out[T * 4];
+    int exact = 1;
+    for (int S = 1; S <= 16; S *= 2) {
+        probe_width_disagreement(out, src, N, T, q, g, D, S, 0.0f);
+        for (int t = 0; t < T; t++) exact &= out[t] == 0.0;
+    }
+    CHECK(exact, "width_disagreement_identical_keys_is_exactly_0", "got %g (S 16, token 0)", out[0]);
+    probe_head_deviation(out, src, N, T, q, g, D, 4, 0.0f);
+    double worst = 0;
+    for (int i = 0; i < T * 4; i++) worst = fmax(worst, fabs(out[i]));
+    CHECK(worst < 1e-15, "head_deviation_identical_heads_is_0", "got %g", worst);
+}
+
+// One slice (S = 1) is the full width: a_0 = α, disagreement exactly 0.
+static void test_one_slice(void) {
+    enum { N = 4, T = 5, D = 8 };
+    float buf[N * T * D], q[D], g[D];
+    const float *src[N];
+    Rng rng;
+    rng_seed(&rng, 3);
+    for (int i = 0; i < N * T * D; i++) buf[i] = rng_normal(&rng);
+    for (int k = 0; k < D; k++) { q[k] = 2 * rng_normal(&rng); g[k] = 1; }
+    for (int n = 0; n < N; n++) src[n] = buf + n * T * D;
+    double out[T];
+    probe_width_disagreement(out, src, N, T, q, g, D, 1, 1e-6f);
+    int zero = 1;
+    for (int t = 0; t < T; t++) zero &= out[t] == 0.0;
+    CHECK(zero, "width_disagreement_one_slice_is_exactly_0", "got %g", out[0]);
+    probe_width_disagreement(out, src, 1, T, q, g, D, 4, 1e-6f);
+    CHECK(out[0] == 0.0, "width_disagreement_one_source_is_0", "got %g", out[0]);
+}
+
+// Two sources, d = 4, S = 2 slices {0,1} and {2,3}, g = 1, eps = 0:
+//   S_0 = ( 1, 1,  1, 1): ρ_0 = 1,   K_0 = (1, 1, 1, 1)
+//   S_1 = (-2, 2, -2, 2): ρ_1 = 1/2, K_1 = (-1, 1, -1, 1)
+// With u = ln(3)/2, a slice whose query part is (u, 0) has logits (u, -u),
+// so softmax (e^{2u}/(e^{2u}+1), ...) = (3/4, 1/4).
+// Case 1, q = (u, 0, 0, 0): a_0 = (3/4, 1/4), a_1 = (1/2, 1/2) (logits 0, 0),
+//   full logits (u, -u): α = (3/4, 1/4). Disagreement
+//   = (KL(a_0‖α) + KL(a_1‖α)) / 2 = (0 + ½ln(½/¾) + ½ln(½/¼)) / 2 = ¼ ln(4/3) = 0.0719205.
+//   Heads (H = 2): w̄ = (5/8, 3/8); KL(w_0‖w̄) = ¾ ln(6/5) + ¼ ln(2/3) = 0.0353749,
+//   KL(w_1‖w̄) = ½ ln(4/5) + ½ ln(4/3) = 0.0322693.
+// Case 2, q = (u, 0, u, 0): both slices (3/4, 1/4), identical; full logits
+//   (2u, -2u): α = (9/10, 1/10). Disagreement = KL((¾,¼)‖(9/10,1/10))
+//   = ¾ ln(5/6) + ¼ ln(5/2) = 0.0923315: identical slices, not zero.
+static void test_hand_two_sources(void) {
+    const float s0[4] = {1, 1, 1, 1}, s1[4] = {-2, 2, -2, 2}, g[4] = {1, 1, 1, 1};
+    const float *src[2] = {s0, s1};
+    const float u = (float)(log(3.0) / 2);
+    double uu = (double)u;   // the float the probe sees
+    double p = exp(2 * uu) / (exp(2 * uu) + 1);   // 3/4 up to the rounding of u
+    const float q1[4] = {u, 0, 0, 0}, q2[4] = {u, 0, u, 0};
+    double out[2];
+    probe_width_disagreement(out, src, 2, 1, q1, g, 4, 2, 0.0f);
+    double want = (0 + kl2(0.5, p)) / 2;
+    CHECK(fabs(out[0] - want) < 1e-12 && fabs(out[0] - 0.25 * log(4.0 / 3.0)) < 1e-7, "width_disagreement_hand_case_1",
+          "got %.10f, want %.10f (= 1/4 ln 4/3 = %.10f)", out[0], want, 0.25 * log(4.0 / 3.0));
+    probe_width_disagreement(out, src, 2, 1, q2, g, 4, 2, 0.0f);
+    double a = exp(4 * uu) / (exp(4 * uu) + 1);   // 9/10
+    want = kl2(p, a);
+    double exact = 0.75 * log(5.0 / 6.0) + 0.25 * log(5.0 / 2.0);
+    CHECK(fabs(out[0] - want) < 1e-12 && fabs(out[0] - exact) < 1e-7, "width_disagreement_hand_case_identical_slices",
+          "got %.10f, want %.10f (= 3/4 ln 5/6 + 1/4 ln 5/2 = %.10f)", out[0], want, exact);
+    probe_head_deviation(out, src, 2, 1, q1, g, 4, 2, 0.0f);
+    double mean = (p + 0.5) / 2;
+    double w0 = kl2(p, mean), w1 = kl2(0.5, mean);
+    CHECK(fabs(out[0] - w0) < 1e-12 && fabs(out[1] - w1) < 1e-12 &&
+              fabs(out[0] - (0.75 * log(1.2) + 0.25 * log(2.0 / 3.0))) < 1e-7 &&
+              fabs(out[1] - 0.5 * (log(0.8) + log(4.0 / 3.0))) < 1e-7,
+          "head_deviation_hand_case", "got %.10f %.10f, want %.10f %.10f", out[0], out[1], w0, w1);
+}
+
+// A naive reference: K materialised, softmax by exp / sum, KL as Σ p log(p/r).
+static double naive_width(const float *const *src, int N, int t, const float *q, const float *g, int d, int S,
+                          double eps, int heads_mode, int h_out) {
+    double K[16][64], lf[16], ls[16][16], pf[16], ps[16][16];
+    for (int n = 0; n < N; n++) {
+        double ss = 0;
+        for (int k = 0; k < d; k++) ss += (double)src[n][t * d + k] * src[n][t * d + k];
+        for (int k = 0; k < d; k++) K[n][k] = src[n][t * d + k] / sqrt(ss / d + eps) * g[k];
+        lf[n] = 0;
+        for (int s = 0; s < S; s++) {
+            ls[s][n] = 0;
+            for (int k = s * (d / S); k < (s + 1) * (d / S); k++) ls[s][n] += q[k] * K[n][k];
+            lf[n] += ls[s][n];
+        }
+    }
+    double z = 0;
+    for (int n = 0; n < N; n++) z += exp(lf[n]);
+    for (int n = 0; n < N; n++) pf[n] = exp(lf[n]) / z;
+    for (int s = 0; s < S; s++) {
+        z = 0;
+        for (int n = 0; n < N; n++) z += exp(ls[s][n]);
+        for (int n = 0; n < N; n++) ps[s][n] = exp(ls[s][n]) / z;
+    }
+    if (heads_mode) {   // KL(w_h ‖ mean) for head h_out
+        double m[16] = {0}, r = 0;
+        for (int s = 0; s < S; s++) for (int n = 0; n < N; n++) m[n] += ps[s][n] / S;
+        for (int n = 0; n < N; n++) r += ps[h_out][n] * log(ps[h_out][n] / m[n]);
+        return r;
+    }
+    double r = 0;
+    for (int s = 0; s < S; s++)
+        for (int n = 0; n < N; n++) r += ps[s][n] * log(ps[s][n] / pf[n]) / S;
+    return r;
+}
+
+static void test_against_naive(void) {
+    enum { N = 7, T = 9, D = 32 };
+    static float buf[N * T * D];
+    float q[D], g[D];
+    const float *src[N];
+    Rng rng;
+    rng_seed(&rng, 5);
+    for (int i = 0; i < N * T * D; i++) buf[i] = rng_normal(&rng) * (1 + (i / (T * D)));   // sources of different scale
+    for (int k = 0; k < D; k++) { q[k] = 0.7f * rng_normal(&rng); g[k] = 1 + 0.3f * rng_normal(&rng); }
+    for (int n = 0; n < N; n++) src[n] = buf + n * T * D;
+    double out[T * 8], worst = 0, big = 0;
+    for (int S = 2; S <= 8; S *= 2) {
+        probe_width_disagreement(out, src, N, T, q, g, D, S, 1e-6f);
+        for (int t = 0; t < T; t++) {
+            double ref = naive_width(src, N, t, q, g, D, S, 1e-6f, 0, 0);
+            worst = fmax(worst, fabs(out[t] - ref));
+            big = fmax(big, ref);
+        }
+    }
+    CHECK(worst < 1e-12 && big > 0.05, "width_disagreement_vs_naive", "max error %g (largest value %g)", worst, big);
+    worst = 0;
+    probe_head_deviation(out, src, N, T, q, g, D, 4, 1e-6f);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < 4; h++) worst = fmax(worst, fabs(out[t * 4 + h] - naive_width(src, N, t, q, g, D, 4, 1e-6f, 1, h)));
+    CHECK(worst < 1e-12, "head_deviation_vs_naive", "max error %g", worst);
+}
+
+// The probe's distributions are the model's: route_forward's saved weights.
+static void test_matches_route_kernel(void) {
+    enum { N = 6, T = 11, D = 64 };
+    static float buf[N * T * D], x[T * D], w[N * T * 8];
+    float q[D], g[D];
+    const float *src[N];
+    Rng rng;
+    rng_seed(&rng, 9);
+    for (int i = 0; i < N * T * D; i++) buf[i] = rng_normal(&rng);
+    for (int k = 0; k < D; k++) { q[k] = 0.5f * rng_normal(&rng); g[k] = 1 + 0.2f * rng_normal(&rng); }
+    for (int n = 0; n < N; n++) src[n] = buf + n * T * D;
+    for (int H = 1; H <= 8; H *= 8) {
+        route_forward(x, w, src, N, q, g, T, D, H, 1e-6f);
+        double e = probe_max_weight_error(w, src, N, T, q, g, D, H, 1e-6f);
+        char name[64];
+        snprintf(name, sizeof name, "probe_matches_route_forward_H%d", H);
+        CHECK(e < 1e-5, name, "max |w - a| = %g", e);
+    }
+}
+
+static void test_random_query(void) {
+    enum { D = 32 };
+    float q[D], r[D], z[D] = {0};
+    Rng rng;
+    rng_seed(&rng, 2);
+    for (int k = 0; k < D; k++) q[k] = (k < 8 ? 3.0f : 0.1f) * rng_normal(&rng);   // head 0 far larger
+    int ok = 1;
+    for (int blocks = 1; blocks <= 4; blocks *= 4) {
+        probe_random_query(r, q, D, blocks, &rng);
+        for (int b = 0; b < blocks; b++) {
+            double nq = 0, nr = 0, dot = 0;
+            for (int k = b * D / blocks; k < (b + 1) * D / blocks; k++) {
+                nq += q[k] * q[k]; nr += r[k] * r[k]; dot += q[k] * r[k];
+            }
+            ok &= fabs(sqrt(nr) / sqrt(nq) - 1) < 1e-5 && fabs(dot) < 0.999 * sqrt(nq * nr);
+        }
+    }
+    CHECK(ok, "random_query_matched_norm", "a block's norm differs from the query's (or it is the query)");
+    probe_random_query(r, z, D, 4, &rng);
+    double n = 0;
+    for (int k = 0; k < D; k++) n += fabs(r[k]);
+    CHECK(n == 0, "random_query_of_zero_is_zero", "norm %g", n);
+}
+
+int main(void) {
+    test_identical_keys();
+    test_one_slice();
+    test_hand_two_sources();
+    test_against_naive();
+    test_matches_route_kernel();
+    test_random_query();
+    CHECK_EXIT();
+}
