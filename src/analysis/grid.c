@@ -215,8 +215,9 @@ int grid_load(const char *path, Grid *g) {
     base_run.eval_batches = (int)eval_batches;
     base_run.save_every = (int)save_every;
     if (!rc && base_run.eval_every > base_run.steps)
-        rc = mhar_fail("%s: eval_every %d is more than steps %ld: one evaluation only", path, base_run.eval_every,
-                       base_run.steps);
+        rc = mhar_fail("%s: eval_every %d is more than steps %ld, so each run would be evaluated once; the "
+                       "metric averages the last 11 evaluations: set eval_every to steps/11 or less", path,
+                       base_run.eval_every, base_run.steps);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
     if (!rc && name && !cJSON_IsString(name)) rc = mhar_fail("%s: field 'name' must be a string", path);
 

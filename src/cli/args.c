@@ -1,6 +1,9 @@
 #include "args.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,26 +20,43 @@ static void print_help(const Flag *flags, int n, const char *usage) {
     printf("  %-22s %s\n", "--help", "show this help");
 }
 
+// strtoll/strtod skip leading white space and take a '+', and strtoull
+// negates "-1" into 2^64 - 1: a strict number starts with a digit (or '-'
+// and a digit for a signed integer; a float may also start with '.').
+static int strict_start(const Flag *f, const char *v) {
+    const char *d = v[0] == '-' && f->type != FLAG_U64 ? v + 1 : v;
+    return isdigit((unsigned char)d[0]) || (f->type == FLAG_FLOAT && d[0] == '.');
+}
+
 static int set_value(Flag *f, const char *v) {
+    if (f->type == FLAG_STR) { *(const char **)f->dst = v; return 0; }
     char *end;
     errno = 0;
-    if (f->type == FLAG_STR) { *(const char **)f->dst = v; return 0; }
-    double x;
-    if (f->type == FLAG_FLOAT) x = strtod(v, &end);
-    else if (f->type == FLAG_U64) {
-        if (v[0] == '-') goto bad;
+    if (!strict_start(f, v)) goto bad;
+    if (f->type == FLAG_U64) {
         unsigned long long u = strtoull(v, &end, 10);
-        if (errno || *end || end == v) goto bad;
+        if (errno || *end) goto bad;
         *(uint64_t *)f->dst = u;
         return 0;
-    } else x = (double)strtoll(v, &end, 10);
-    if (errno || *end || end == v || !isfinite(x)) goto bad;
-    if (f->lo != f->hi && (x < f->lo || x > f->hi)) {
-        fprintf(stderr, "error: --%s %s is out of range [%g, %g]\n", f->name, v, f->lo, f->hi);
+    }
+    // The flag's range (lo == hi: none) within its type's.
+    double lo = f->type == FLAG_INT ? INT_MIN : f->type == FLAG_LONG ? (double)LONG_MIN : -FLT_MAX;
+    double hi = f->type == FLAG_INT ? INT_MAX : f->type == FLAG_LONG ? (double)LONG_MAX : FLT_MAX;
+    if (f->lo != f->hi) {
+        lo = f->lo > lo ? f->lo : lo;
+        hi = f->hi < hi ? f->hi : hi;
+    }
+    double x;
+    long long i = 0;
+    if (f->type == FLAG_FLOAT) x = strtod(v, &end);
+    else x = (double)(i = strtoll(v, &end, 10));
+    if (errno || *end || !isfinite(x)) goto bad;
+    if (x < lo || x > hi) {
+        fprintf(stderr, "error: --%s %s is out of range [%.15g, %.15g]\n", f->name, v, lo, hi);
         return -1;
     }
-    if (f->type == FLAG_INT) *(int *)f->dst = (int)x;
-    else if (f->type == FLAG_LONG) *(long *)f->dst = (long)x;
+    if (f->type == FLAG_INT) *(int *)f->dst = (int)i;
+    else if (f->type == FLAG_LONG) *(long *)f->dst = (long)i;
     else *(float *)f->dst = (float)x;
     return 0;
 bad:

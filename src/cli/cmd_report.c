@@ -69,10 +69,22 @@ typedef struct {
 typedef struct { double mean, sd, t; int n, better; } Paired;
 
 static int residual_rank(const char *residual);
+static int preset_cmp(const char *a, const char *b);
+
+// Presets by size (the order of config.c's table), unknown ones last by name.
+static int preset_cmp(const char *a, const char *b) {
+    static const char *const order[] = {"nano", "micro", "mini", "100m", "350m", "1b"};
+    int ra = 6, rb = 6;
+    for (int i = 0; i < 6; i++) {
+        if (!strcmp(a, order[i])) ra = i;
+        if (!strcmp(b, order[i])) rb = i;
+    }
+    return ra != rb ? ra - rb : strcmp(a, b);
+}
 
 static int cmp_group(const void *pa, const void *pb) {
     const Group *a = pa, *b = pb;
-    int c = strcmp(a->preset, b->preset);
+    int c = preset_cmp(a->preset, b->preset);
     if (c) return c;
     if (a->lr != b->lr) return a->lr < b->lr ? -1 : 1;
     c = residual_rank(a->residual) - residual_rank(b->residual);
@@ -110,7 +122,7 @@ static int residual_rank(const char *residual) {
 // Runs in the order of the tables: preset, lr, scheme, H, blocks, seed.
 static int cmp_run(const void *pa, const void *pb) {
     const SweepRun *a = &((const Run *)pa)->r, *b = &((const Run *)pb)->r;
-    int c = strcmp(a->preset, b->preset);
+    int c = preset_cmp(a->preset, b->preset);
     if (c) return c;
     if (a->lr != b->lr) return a->lr < b->lr ? -1 : 1;
     if ((c = residual_rank(a->residual) - residual_rank(b->residual))) return c;
@@ -278,7 +290,7 @@ static Paired paired(const Group *a, const Group *b) {
 // "3.1234 ± 0.0012" / "3.1234 (one seed)" / "-"
 static const char *fmt_ms(char *buf, size_t cap, double m, double sd, int n) {
     if (n == 0 || !isfinite(m)) snprintf(buf, cap, n ? "%.4f" : "-", m);
-    else if (n == 1) snprintf(buf, cap, "%.4f (1 seed)", m);
+    else if (n == 1) snprintf(buf, cap, "%.4f", m);
     else snprintf(buf, cap, "%.4f ± %.4f", m, sd);
     return buf;
 }
@@ -286,8 +298,17 @@ static const char *fmt_ms(char *buf, size_t cap, double m, double sd, int n) {
 static const char *fmt_paired(char *buf, size_t cap, const Paired *p) {
     if (p->n == 0) snprintf(buf, cap, "-");
     else if (p->n == 1) snprintf(buf, cap, "%+.4f (n 1)", p->mean);
+    else if (!isfinite(p->t)) snprintf(buf, cap, "%+.4f ± %.4f (n %d)", p->mean, p->sd, p->n);
     else snprintf(buf, cap, "%+.4f ± %.4f (n %d, t %.1f)", p->mean, p->sd, p->n, p->t);
     return buf;
+}
+
+// " (sd 0.0012, n 3, t -4.1)" after a paired mean (nothing for one pair).
+static void put_spread(FILE *md, const Paired *p) {
+    if (p->n < 2) return;
+    fprintf(md, " (sd %.4f, n %d", p->sd, p->n);
+    if (isfinite(p->t)) fprintf(md, ", t %.1f", p->t);
+    fprintf(md, ")");
 }
 
 static int is_heads_method(const Group *g) {
@@ -452,6 +473,34 @@ static void plot_heads(const char *plots, const Group *gs, int lo, int hi, const
     fprintf(md, "![paired difference to baseline against H, %s](plots/%s.png)\n\n", label, name);
 }
 
+// With several learning rates: each method at its own best lr (the lowest
+// mean metric over seeds), and its paired difference to baseline at
+// baseline's best lr -- every method gets the best of the same lr set.
+static void best_lr_table(FILE *md, const Group *gs, int ng) {
+    fprintf(md, "### Each method at its best learning rate\n\nThe lr with the lowest mean metric of the same lr "
+                "set, per method and preset; the difference to baseline pairs seeds with baseline at its own best "
+                "lr.\n\n| preset | method | best lr | loss (mean ± sd, n) | − baseline (at its best lr) |\n"
+                "|---|---|---|---|---|\n");
+    for (int i = 0; i < ng; i++) {
+        const Group *best = NULL;
+        int first = 1;
+        for (int k = 0; k < i; k++) first &= strcmp(gs[k].preset, gs[i].preset) || strcmp(gs[k].method, gs[i].method);
+        if (!first) continue;
+        const Group *bb = NULL;
+        for (int k = 0; k < ng; k++) {
+            if (strcmp(gs[k].preset, gs[i].preset) || !gs[k].n || !isfinite(gs[k].mean)) continue;
+            if (!strcmp(gs[k].method, gs[i].method) && (!best || gs[k].mean < best->mean)) best = &gs[k];
+            if (!strcmp(gs[k].method, "baseline") && (!bb || gs[k].mean < bb->mean)) bb = &gs[k];
+        }
+        if (!best) continue;
+        char a[64], b[96];
+        Paired p = paired(best, bb);
+        fprintf(md, "| %s | %s | %g | %s (n %d) | %s |\n", best->preset, best->method, best->lr,
+                fmt_ms(a, sizeof a, best->mean, best->sd, best->n), best->n, fmt_paired(b, sizeof b, &p));
+    }
+    fprintf(md, "\n");
+}
+
 static void describe_preset(FILE *md, const char *preset) {
     Config c;
     if (config_preset(preset, &c)) return;
@@ -473,7 +522,7 @@ static void headline(FILE *md, const Group *gs, int lo, int hi) {
         Paired p = paired(g, base);
         if (p.n == 0) continue;
         fprintf(md, "- %s − baseline: %+.4f", g->method, p.mean);
-        if (p.n > 1) fprintf(md, " (sd %.4f, n %d, t %.1f)", p.sd, p.n, p.t);
+        put_spread(md, &p);
         fprintf(md, "; %s on %d of %d seeds.\n", "lower", p.better, p.n);
     }
     // loss against H
@@ -498,7 +547,7 @@ static void headline(FILE *md, const Group *gs, int lo, int hi) {
             Paired p = paired(h[imin], att);
             if (p.n) {
                 fprintf(md, "- %s − attnres: %+.4f", h[imin]->method, p.mean);
-                if (p.n > 1) fprintf(md, " (sd %.4f, n %d, t %.1f)", p.sd, p.n, p.t);
+                put_spread(md, &p);
                 fprintf(md, "; lower on %d of %d seeds.\n", p.better, p.n);
             }
         }
@@ -690,6 +739,7 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
         }
         lo = hi;
     }
+    if (multi_lr) best_lr_table(md, gs, ng);
     if (plots_on && ps.missing_gnuplot)
         fprintf(md, "*Plots not drawn: gnuplot is not installed (Debian: `apt-get install gnuplot-nox`); the data "
                     "and scripts are in `plots/`, draw them with `gnuplot FILE.gp` there.*\n\n");
@@ -708,7 +758,7 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
             const cJSON *p = runs[i].probe;
             if (!p) continue;
             int width = !strcmp(jstr(p, "probe"), "width_disagreement");
-            fprintf(md, "| %s | %s | %s %.0f | %.0f | %.4f | %.4f | %.4f |\n", runs[i].r.name,
+            fprintf(md, "| %s | %s | %s %.0f | %.0f | %.4g | %.4g | %.4g |\n", runs[i].r.name,
                     width ? "width disagreement" : "head deviation", width ? "S" : "H",
                     width ? jnum(p, "slices") : jnum(p, "heads"), jnum(p, "tokens"), jnum(p, "trained"),
                     jnum(p, "null"), jnum(p, "excess"));

@@ -126,7 +126,7 @@ static void project_commit(const char *exe, char *commit, size_t cap, int *dirty
     char line[128] = "";
     if (p) {
         if (fgets(line, sizeof line, p)) line[strcspn(line, "\r\n")] = 0;
-        if (pclose(p) == 0 && strlen(line) == 40) snprintf(commit, cap, "%s", line);
+        if (pclose(p) == 0 && strlen(line) == 40) copy_str(commit, cap, line);
     }
     if (!strcmp(commit, "unknown")) return;
     snprintf(cmd, sizeof cmd, "git -C %s status --porcelain --untracked-files=no 2>/dev/null", q);
@@ -476,6 +476,10 @@ int cmd_sweep(int argc, char **argv) {
     printf("sweep %s: %d runs, %d already done; commit %s%s; %d at a time, OMP_NUM_THREADS=%d each (%d cores)\n",
            out, g.n_runs, n_done, sw.commit, sw.dirty ? " (uncommitted changes)" : "", jobs_n, sw.threads, cores);
     if (!g.runs[0].train[0]) printf("no train/val in the grid: every run uses mhar train's built-in synthetic data\n");
+    long n_evals = g.runs[0].steps / g.runs[0].eval_every + (g.runs[0].steps % g.runs[0].eval_every != 0);
+    if (n_evals < 11)
+        printf("note: %ld evaluations per run (steps / eval_every), fewer than the 11 the metric averages: it will "
+               "average all of them\n", n_evals);
     fflush(stdout);
 
     struct sigaction sa = {0};

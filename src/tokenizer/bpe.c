@@ -233,6 +233,14 @@ static int parse(Reader *r, Bpe *b) {
     memcpy(pattern, pat, P);
     pattern[P] = '\0';
     if (strlen(pattern) != P) return mhar_fail("%s: the split pattern contains a NUL byte", r->path);
+    // The sizes come from the file: before allocating for them, check that
+    // the file can hold that much (a token record is at least 5 bytes, a
+    // merge 8, a special id 4), so a corrupt header is refused, not allocated.
+    uint64_t least = (uint64_t)V * 5 + (uint64_t)M * 8 + (uint64_t)S * 4;
+    if (least > r->n - r->at)
+        return mhar_fail("%s: truncated: vocab_size %" PRIu32 ", %" PRIu32 " merges and %" PRIu32 " special "
+                         "tokens need at least %" PRIu64 " bytes after the pattern, the file has %zu", r->path,
+                         V, M, S, least, r->n - r->at);
     // Token records: lengths first, so the byte buffer is allocated once.
     size_t *off = malloc(sizeof(size_t) * ((size_t)V + 1));
     int (*merges)[2] = malloc(sizeof(int[2]) * ((size_t)M + 1));
