@@ -68,7 +68,7 @@ SCHEMES = [
     dict(name="block_h1_n3", mode="block", heads=1, blocks=3, enabled=True),
     dict(name="hc", mode="hc", enabled=True),
     dict(name="denseformer", mode="denseformer", enabled=True),
-    dict(name="delta_mh_h2_n3", mode="delta_mh", heads=2, blocks=3, enabled=False),
+    dict(name="delta_mh_h2_n3", mode="delta_mh", heads=2, blocks=3, enabled=True),
 ]
 
 B, T = 2, 32

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # mhar sweep / report / probe end to end on a tiny grid (nano, 3 schemes x 2
 # seeds, 100 steps of 2 x 16 tokens; ~20 s on 2 cores):
+#   - the corpus manifest found beside the token files is hashed into
+#     sweep.json and every run.json, with the commit;
 #   - the grid's errors name the field;
 #   - the sweep is killed with SIGKILL once its first run is done and its
 #     second is under way; started again (saved grid, 2 jobs) it retrains
@@ -39,6 +41,7 @@ done
 
 $M data synth --out "$W/train.bin" --vocab 64 --count 50000 --seed 1 --kind pattern 2>/dev/null
 $M data synth --out "$W/val.bin" --vocab 64 --count 5000 --seed 2 --kind pattern 2>/dev/null
+echo '{"format": "mhar-corpus-1", "note": "a stand-in manifest beside the token files"}' >"$W/manifest.json"
 RECIPE='"steps": 100, "batch": 2, "seq": 16, "eval_every": 5, "eval_batches": 2, "save_every": 5'
 cat >"$W/grid.json" <<EOF
 {"name": "test", "preset": "nano", "train": "train.bin", "val": "val.bin",
@@ -54,6 +57,8 @@ expect_error grid_unknown_field "unknown field 'eval-every'" $M sweep --grid "$W
 echo '{"preset": "nano", "schemes": [{"residual": "baseline"}], "steps": 10, "eval_every": 5}' >"$W/bad3.json"
 expect_error grid_missing_seeds "field 'seeds' is required" $M sweep --grid "$W/bad3.json" --out "$W/bad"
 echo '{"preset": "nano", "schemes": [{"residual": "attnres", "route_heads": 4}], "seeds": [1], "steps": 10}' >"$W/bad4.json"
+echo '{"preset": "nano", "schemes": [{"residual": "baseline"}], "seeds": [1], "steps": 10, "eval_every": 5}' >"$W/bad7.json"
+expect_error grid_needs_data "fields 'train' and 'val' are required" $M sweep --grid "$W/bad7.json" --out "$W/bad"
 echo '{"preset": "nano", "schemes": [{"residual": "baseline"}], "seeds": [1], "steps": 10}' >"$W/bad6.json"
 expect_error grid_too_few_steps_for_evals "eval_every 100 is more than steps 10" $M sweep --grid "$W/bad6.json" --out "$W/bad"
 expect_error grid_attnres_heads "attnres is single-head" $M sweep --grid "$W/bad4.json" --out "$W/bad"
@@ -126,7 +131,10 @@ else fail sweep_all_done_noop "$out3"; fi
 sed 's/"steps": 100/"steps": 120/' "$W/grid.json" >"$W/grid120.json"
 expect_error sweep_changed_grid_refused "other settings than the grid now gives" $M sweep --grid "$W/grid120.json" --out "$W/sw"
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['commit'])==40 or j['commit']=='unknown'; \
-assert len(j['train_sha256'])==64 and all(r['status']=='done' for r in j['runs']) and len(j['runs'])==6" "$W/sw/sweep.json" \
+assert len(j['train_sha256'])==64 and all(r['status']=='done' for r in j['runs']) and len(j['runs'])==6; \
+assert j['manifest_sha256']==sys.argv[2] and j['manifest'].endswith('/manifest.json'); \
+r=json.load(open(sys.argv[3])); assert r['manifest_sha256']==sys.argv[2] and r['commit']==j['invocations'][0]['commit']" \
+    "$W/sw/sweep.json" "$(sha256sum "$W/manifest.json" | cut -c1-64)" "$R1/run.json" \
     && pass sweep_json || fail sweep_json "$(head -c 400 "$W/sw/sweep.json")"
 
 # ---- probe

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../data/corpus.h"
 #include "../io/atomic.h"
@@ -225,7 +226,7 @@ int grid_load(const char *path, Grid *g) {
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "train"), *va = cJSON_GetObjectItemCaseSensitive(j, "val");
     const cJSON *man = cJSON_GetObjectItemCaseSensitive(j, "manifest");
     if (!rc && (tr || va) && !(cJSON_IsString(tr) && cJSON_IsString(va)))
-        rc = mhar_fail("%s: give both 'train' and 'val' as token file paths (or neither for built-in data)", path);
+        rc = mhar_fail("%s: give both 'train' and 'val' as token file paths", path);
     if (!rc && tr) {
         rc = resolve(base, tr->valuestring, base_run.train, sizeof base_run.train);
         if (!rc) rc = resolve(base, va->valuestring, base_run.val, sizeof base_run.val);
@@ -237,13 +238,14 @@ int grid_load(const char *path, Grid *g) {
         if (!rc) rc = resolve(base, man->valuestring, g->manifest, sizeof g->manifest);
         if (!rc && !file_exists(g->manifest)) rc = mhar_fail("%s: field 'manifest': %s: cannot open", path, g->manifest);
     } else if (!rc && tr) {
-        // Where the corpus builder leaves it: beside the token files, or one directory up.
+        // Where the corpus builder's manifest usually is: beside the token files,
+        // in corpus/ beside them (mhar train's default data), or one directory up.
         char d1[4096], d2[4096], cand[4200];
         snprintf(d1, sizeof d1, "%s", base_run.train);
         snprintf(d2, sizeof d2, "%s", dirname(d1));
-        const char *dirs[2] = {d1, dirname(d2)};
-        for (int i = 0; i < 2 && !g->manifest[0]; i++)
-            if (path_join(cand, sizeof cand, dirs[i], "manifest.json") == MHAR_OK && file_exists(cand))
+        const char *dirs[3] = {d1, d1, dirname(d2)}, *names[3] = {"manifest.json", "corpus/manifest.json", "manifest.json"};
+        for (int i = 0; i < 3 && !g->manifest[0]; i++)
+            if (path_join(cand, sizeof cand, dirs[i], names[i]) == MHAR_OK && file_exists(cand))
                 rc = copy_str(g->manifest, sizeof g->manifest, cand);
     }
 
@@ -279,6 +281,14 @@ int grid_load(const char *path, Grid *g) {
                             g->n_runs++;
                         }
     free(specs);
+    // Last, so a grid's other mistakes are reported first. Every run reads the
+    // same token files: letting each run build mhar train's default data would
+    // build (and tokenize) the same corpus once per run.
+    if (!rc && !tr)
+        rc = mhar_fail("%s: fields 'train' and 'val' are required: token files shared by every run. The default "
+                       "data of mhar train: mhar data corpus --out D/corpus && mhar tokenizer train --corpus "
+                       "D/corpus --vocab 8192 --out D/tokenizer.bpe && mhar data tokenize --tokenizer "
+                       "D/tokenizer.bpe --corpus D/corpus --out D (gives D/train.bin, D/val.bin)", path);
     if (rc) grid_free(g);
     return rc;
 }
@@ -381,6 +391,23 @@ int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r) {
     r->batch = (int)v[5]; r->seq = (int)v[6]; r->accum = (int)v[7]; r->eval_every = (int)v[8];
     r->eval_batches = (int)v[9]; r->save_every = (int)v[10];
     return MHAR_OK;
+}
+
+int sweep_run_progress(const char *dir, long *step, long *steps) {
+    char path[4300], *text;
+    size_t n;
+    *step = -1;
+    *steps = 0;
+    if (path_join(path, sizeof path, dir, "checkpoint/state.json") || access(path, F_OK) != 0 ||
+        read_file(path, &text, &n))
+        return -1;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "step"), *b = cJSON_GetObjectItemCaseSensitive(j, "steps");
+    int ok = cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble >= 0 && b->valuedouble >= 1;
+    if (ok) { *step = (long)a->valuedouble; *steps = (long)b->valuedouble; }
+    cJSON_Delete(j);
+    return ok ? 0 : -1;
 }
 
 int sha256_file(const char *path, char hex[65]) {

@@ -14,16 +14,15 @@
 //       {"residual": "block", "route_heads": 4, "route_blocks": [2, 3]}
 //     ],
 //     "seeds": [1, 2, 3] | 1,                   required
-//     "train": "tok/train.bin", "val": "tok/val.bin",   both or neither
+//     "train": "tok/train.bin", "val": "tok/val.bin",   required
 //     "manifest": "corpus/manifest.json",       optional
 //     "steps": 2000,                            required
 //     "batch": 8, "seq": 256, "accum": 1, "lr": 5e-4 | [3e-4, 1e-3],
 //     "warmup": 100, "eval_every": 100, "eval_batches": 20, "save_every": 100
 //   }
-// Relative paths are relative to the grid file's directory. Without
-// train/val every run uses mhar train's built-in synthetic data. Without a
-// manifest, manifest.json is looked for next to the train file and one
-// directory up (where `mhar data corpus` writes it).
+// Relative paths are relative to the grid file's directory. Without a
+// manifest, manifest.json is looked for next to the train file, in corpus/
+// next to it (mhar train's default data) and one directory up.
 #pragma once
 #include <stdint.h>
 #include <cjson/cJSON.h>
@@ -38,7 +37,7 @@ typedef struct {
     double lr;
     long steps, warmup;
     int batch, seq, accum, eval_every, eval_batches, save_every;
-    char train[2048], val[2048];   // absolute paths, "" for the built-in data
+    char train[2048], val[2048];   // absolute paths
 } SweepRun;
 
 typedef struct {
@@ -62,6 +61,12 @@ int sweep_run_args(const SweepRun *r, const char *dir, char **argv, int cap, cha
 // run.json: the run's settings (every SweepRun field) as a JSON object, and back.
 cJSON *sweep_run_to_json(const SweepRun *r);
 int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r);
+
+// How far the run in dir is: "step" and "steps" of dir/checkpoint/state.json.
+// Reads only those two fields, so it does not depend on the rest of the
+// training state's format. Returns 0, or -1 when there is no readable
+// checkpoint yet (*step = -1).
+int sweep_run_progress(const char *dir, long *step, long *steps);
 
 // SHA-256 of a file as 64 hex digits.
 int sha256_file(const char *path, char hex[65]);

@@ -15,7 +15,7 @@
 #include "data/loader.h"
 #include "data/tokens.h"
 #include "io/atomic.h"
-#include "train/checkpoint.h"
+#include "model/model.h"
 
 static const char *usage =
     "usage: mhar probe --run DIR [--data FILE] [--slices 4] [--draws 8] [--batches 8]\n"
@@ -45,6 +45,29 @@ static void site_name(int s, int L, char *out, size_t cap) {
     else snprintf(out, cap, "layers.%d.%s", s / 2, s % 2 ? "mlp" : "attn");
 }
 
+// What the probe takes from the run's checkpoint/state.json: the validation
+// file and the batch shape. Read field by field (not through the trainer's
+// full state loader), so the probe keeps working as that format grows.
+typedef struct { char val[2048]; int batch, seq; } RunState;
+
+static int read_run_state(const char *run, RunState *st) {
+    char path[4300], *text;
+    size_t n;
+    memset(st, 0, sizeof *st);
+    if (path_join(path, sizeof path, run, "checkpoint/state.json") || access(path, F_OK) != 0 ||
+        read_file(path, &text, &n))
+        return 0;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "val"), *b = cJSON_GetObjectItemCaseSensitive(j, "batch"),
+                *t = cJSON_GetObjectItemCaseSensitive(j, "seq");
+    if (cJSON_IsString(v)) snprintf(st->val, sizeof st->val, "%s", v->valuestring);
+    if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= (1 << 20)) st->batch = (int)b->valuedouble;
+    if (cJSON_IsNumber(t) && t->valuedouble >= 1 && t->valuedouble <= (1 << 20)) st->seq = (int)t->valuedouble;
+    cJSON_Delete(j);
+    return 1;
+}
+
 typedef struct {
     const char *run, *data, *json;
     int slices, draws, batches, batch, seq;
@@ -55,9 +78,8 @@ static int probe(const ProbeArgs *a) {
     Model m;
     TokenFile tf = {0};
     Loader ld = {0};
-    TrainState st;
-    char data_buf[2048];
-    int have_state = checkpoint_load_state(a->run, &st) == MHAR_OK;
+    RunState st;
+    int have_state = read_run_state(a->run, &st);
     int rc = model_load(&m, a->run);
     if (rc) {
         if (m.params) model_free(&m);
@@ -78,10 +100,11 @@ static int probe(const ProbeArgs *a) {
         rc = mhar_fail("--slices %d does not divide the width d = %d of %s", a->slices, d, a->run);
     const char *data = a->data;
     if (!rc && !data) {
-        if (!have_state) rc = mhar_fail("%s: no checkpoint/state.json to find the validation file; give --data", a->run);
-        else { snprintf(data_buf, sizeof data_buf, "%s", st.val_path); data = data_buf; }
+        if (!have_state || !st.val[0])
+            rc = mhar_fail("%s: no readable checkpoint/state.json naming the validation file; give --data", a->run);
+        else data = st.val;
     }
-    int B = a->batch ? a->batch : have_state ? st.batch : 8, T = a->seq ? a->seq : have_state ? st.seq : 256;
+    int B = a->batch ? a->batch : st.batch ? st.batch : 8, T = a->seq ? a->seq : st.seq ? st.seq : 256;
     if (!rc) rc = tokens_load(data, &tf);
     if (!rc && tf.vocab_size > c->vocab_size)
         rc = mhar_fail("%s: vocabulary %d is larger than the model's %d", data, tf.vocab_size, c->vocab_size);

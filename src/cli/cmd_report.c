@@ -24,9 +24,9 @@
 #include "args.h"
 #include "commands.h"
 #include "io/atomic.h"
+#include "util/common.h"
 #include "model/config.h"
 #include "report_plot.h"
-#include "train/checkpoint.h"
 
 static const char *usage =
     "usage: mhar report DIR [--no-plots]\n\n"
@@ -186,13 +186,8 @@ static int load_runs(const char *dir, Run **out, int *n_out) {
             r->dirty |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "dirty"));
         }
         cJSON_Delete(rec);
-        TrainState st;
-        r->step = -1;
-        if (path_join(path, sizeof path, r->dir, "checkpoint/state.json") == MHAR_OK && access(path, F_OK) == 0 &&
-            checkpoint_load_state(r->dir, &st) == MHAR_OK) {
-            r->step = st.step;
-            r->done = st.step >= st.steps;
-        }
+        long steps;
+        if (sweep_run_progress(r->dir, &r->step, &steps) == 0) r->done = r->step >= steps;
         if (path_join(path, sizeof path, r->dir, "metrics.jsonl") == MHAR_OK && access(path, F_OK) == 0)
             r->have_metrics = metrics_load(path, &r->m) == MHAR_OK;
         r->tail = r->have_metrics ? stats_tail_mean(r->m.val_loss, r->m.n_evals, STATS_TAIL_EVALS, &r->tail_used) : NAN;
@@ -290,6 +285,7 @@ static Paired paired(const Group *a, const Group *b) {
 // "3.1234 ± 0.0012" / "3.1234 (one seed)" / "-"
 static const char *fmt_ms(char *buf, size_t cap, double m, double sd, int n) {
     if (n == 0 || !isfinite(m)) snprintf(buf, cap, n ? "%.4f" : "-", m);
+    else if (fabs(m) < 0.01) snprintf(buf, cap, n == 1 ? "%.4g" : "%.4g ± %.2g", m, sd);   // small probe figures
     else if (n == 1) snprintf(buf, cap, "%.4f", m);
     else snprintf(buf, cap, "%.4f ± %.4f", m, sd);
     return buf;
@@ -608,8 +604,17 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
     fprintf(md, "# Sweep report: `%s`\n\n", dir);
     if (grid && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(grid, "name")))
         fprintf(md, "Sweep **%s**. ", jstr(grid, "name"));
-    fprintf(md, "%d runs, %d finished%s. Written by `mhar report`; lower loss is better.\n\n", n, n_done,
-            n_done < n ? " (unfinished runs are listed below and left out of every statistic)" : "");
+    // runs of the grid (sweep.json) that have no directory yet
+    const cJSON *grid_runs = sweep ? cJSON_GetObjectItemCaseSensitive(sweep, "runs") : NULL, *gr;
+    int n_unstarted = 0;
+    cJSON_ArrayForEach(gr, grid_runs) {
+        int found = 0;
+        for (int i = 0; i < n && !found; i++) found = !strcmp(runs[i].r.name, jstr(gr, "name"));
+        n_unstarted += !found;
+    }
+    fprintf(md, "%d runs, %d finished%s", n + n_unstarted, n_done,
+            n_done < n + n_unstarted ? " (unfinished runs are listed at the end and left out of every statistic)" : "");
+    fprintf(md, ". Written by `mhar report`; lower loss is better.\n\n");
 
     // ---- setup
     fprintf(md, "## Setup\n\n");
@@ -763,6 +768,25 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
                     width ? jnum(p, "slices") : jnum(p, "heads"), jnum(p, "tokens"), jnum(p, "trained"),
                     jnum(p, "null"), jnum(p, "excess"));
         }
+        // over seeds, per method: a probe figure varies with the seed as the loss does
+        fprintf(md, "\nOver seeds (mean ± sample sd):\n\n| preset | method | n | trained | null | excess |\n"
+                    "|---|---|---|---|---|---|\n");
+        for (int k = 0; k < ng; k++) {
+            double tr[256], nl[256], ex[256];
+            int m = 0;
+            for (int i = 0; i < n && m < 256; i++) {
+                const cJSON *p = runs[i].probe;
+                if (!p || !same_group(&gs[k], &runs[i].r)) continue;
+                tr[m] = jnum(p, "trained"); nl[m] = jnum(p, "null"); ex[m] = jnum(p, "excess");
+                m++;
+            }
+            if (!m) continue;
+            char a[64], b[64], c[64];
+            fprintf(md, "| %s | %s | %d | %s | %s | %s |\n", gs[k].preset, gs[k].method, m,
+                    fmt_ms(a, sizeof a, stats_mean(tr, m), stats_sd(tr, m), m),
+                    fmt_ms(b, sizeof b, stats_mean(nl, m), stats_sd(nl, m), m),
+                    fmt_ms(c, sizeof c, stats_mean(ex, m), stats_sd(ex, m), m));
+        }
         fprintf(md, "\nPublished (SPEC §4, S = 4): trained 0.273 / 0.570 / 0.701 vs null 0.038 / 0.058 / 0.095 at "
                     "100M / 350M / 1B.\n\n");
     }
@@ -782,6 +806,12 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
         if (r->have_metrics && r->m.last_step) fprintf(md, " | %.4f | %.0f", r->m.last_loss, r->m.tok_per_s);
         else fprintf(md, " | - | -");
         fprintf(md, " | %d |\n", r->n_starts);
+    }
+    cJSON_ArrayForEach(gr, grid_runs) {
+        int found = 0;
+        for (int i = 0; i < n && !found; i++) found = !strcmp(runs[i].r.name, jstr(gr, "name"));
+        if (!found) fprintf(md, "| %s | - | not started | 0/%.0f | 0 | - | - | - | - | 0 |\n", jstr(gr, "name"),
+                            jnum(gr, "steps"));
     }
     fprintf(md, "\n");
     cJSON_Delete(sweep);

@@ -32,7 +32,7 @@
 #include "args.h"
 #include "commands.h"
 #include "io/atomic.h"
-#include "train/checkpoint.h"
+#include "util/common.h"
 
 static const char *usage =
     "usage: mhar sweep --grid FILE --out DIR [--jobs N] [--threads T] [--max-runs K] [--dry-run]\n"
@@ -52,8 +52,9 @@ static const char *usage =
     "   \"seeds\": [1, 2, 3], \"train\": \"train.bin\", \"val\": \"val.bin\", \"manifest\": \"manifest.json\",\n"
     "   \"steps\": 2000, \"batch\": 8, \"seq\": 256, \"accum\": 1, \"lr\": 5e-4 | [3e-4, 1e-3],\n"
     "   \"warmup\": 100, \"eval_every\": 100, \"eval_batches\": 20, \"save_every\": 100}\n"
-    "Required: preset, schemes, seeds, steps. Defaults: mhar train's (warmup steps/20,\n"
-    "save_every = eval_every). Without train/val: the built-in synthetic data.";
+    "Required: preset, schemes, seeds, train, val, steps. Defaults: mhar train's\n"
+    "(warmup steps/20, save_every = eval_every). The corpus manifest is looked for\n"
+    "beside the train file, in corpus/ beside it and one directory up.";
 
 enum { PENDING, RUNNING, DONE, FAILED, STOPPED };
 
@@ -163,13 +164,9 @@ static int write_json(const char *path, const cJSON *j) {
 // Is the run finished (its checkpoint at its last step)? *step: where it is
 // (-1: no checkpoint yet).
 static int run_finished(const Job *j, long *step) {
-    TrainState st;
-    char path[4300];
-    *step = -1;
-    if (path_join(path, sizeof path, j->dir, "checkpoint/state.json") || access(path, F_OK) != 0) return 0;
-    if (checkpoint_load_state(j->dir, &st)) return 0;
-    *step = st.step;
-    return st.step >= st.steps && st.steps == j->run->steps;
+    long steps;
+    if (sweep_run_progress(j->dir, step, &steps)) return 0;
+    return *step >= steps && steps == j->run->steps;
 }
 
 static const char *str_field(const cJSON *j, const char *key) {
@@ -475,7 +472,9 @@ int cmd_sweep(int argc, char **argv) {
 
     printf("sweep %s: %d runs, %d already done; commit %s%s; %d at a time, OMP_NUM_THREADS=%d each (%d cores)\n",
            out, g.n_runs, n_done, sw.commit, sw.dirty ? " (uncommitted changes)" : "", jobs_n, sw.threads, cores);
-    if (!g.runs[0].train[0]) printf("no train/val in the grid: every run uses mhar train's built-in synthetic data\n");
+    printf("data: %s (sha256 %.12s...), %s; corpus manifest: %s%s%.12s%s\n", g.runs[0].train, sw.train_sha,
+           g.runs[0].val, g.manifest[0] ? g.manifest : "none found", g.manifest[0] ? " (sha256 " : "",
+           sw.manifest_sha, g.manifest[0] ? "...)" : "");
     long n_evals = g.runs[0].steps / g.runs[0].eval_every + (g.runs[0].steps % g.runs[0].eval_every != 0);
     if (n_evals < 11)
         printf("note: %ld evaluations per run (steps / eval_every), fewer than the 11 the metric averages: it will "
@@ -539,6 +538,15 @@ int cmd_sweep(int argc, char **argv) {
             finished += jobs[i].status == DONE;
             failed += jobs[i].status == FAILED;
             write_sweep_json(&sw, jobs, g.n_runs, jobs_n, g.path);
+            // ETA from this invocation's pace (wall time per finished run, jobs included)
+            int left = 0, done_now = finished - n_done;
+            for (int k = 0; k < g.n_runs; k++) left += jobs[k].status == PENDING || jobs[k].status == RUNNING;
+            if (done_now > 0 && left > 0 && !stop_sig) {
+                char eta[32];
+                format_time(eta, sizeof eta, (now_seconds() - t_start) / done_now * left);
+                printf("      %d of %d runs done, %d to go, about %s left\n", finished, g.n_runs, left, eta);
+                fflush(stdout);
+            }
         }
     }
     int pending = 0;

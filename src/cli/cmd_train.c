@@ -111,7 +111,11 @@ static int run(TrainArgs *a, Flag *flags, int n_flags) {
         TrainState saved;
         if (!exists) return mhar_fail("%s: no checkpoint to resume from", a->out);
         if (checkpoint_load_state(a->out, &saved) || check_resume_flags(flags, n_flags, &saved, st)) return MHAR_ERR;
+        long max_bad = st->max_bad_steps;
         if (checkpoint_load(a->out, &m, &opt, st)) return MHAR_ERR;
+        // The one option a resume may change: it alters no finite step, and
+        // raising it lets a run stopped on non-finite steps go on.
+        if (args_flag(flags, n_flags, "max-bad-steps")->given) st->max_bad_steps = max_bad;
         fprintf(stderr, "resuming %s at step %ld of %ld\n", a->out, st->step, st->steps);
     } else {
         if (exists) return mhar_fail("%s already holds a run; use --resume or another --out", a->out);
@@ -133,6 +137,7 @@ static int run(TrainArgs *a, Flag *flags, int n_flags) {
         int vocab = train.vocab_size > val.vocab_size ? train.vocab_size : val.vocab_size;
         Config c;
         rc = build_config(a, vocab, &c);
+        if (!rc) rc = model_check_batch(&c, st->batch, st->seq);  // before anything is allocated
         if (!rc) rc = model_create(&m, &c);
         if (!rc) { model_init_weights(&m, st->seed); rc = adamw_init(&opt, m.table.total); }
     } else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size)) {
@@ -159,7 +164,8 @@ int cmd_train(int argc, char **argv) {
     TrainArgs a = {.preset = "nano"};
     TrainState *st = &a.st;
     *st = (TrainState){.steps = 1000, .warmup = -1, .batch = 8, .seq = 256, .accum = 1,
-                       .eval_every = 100, .eval_batches = 20, .save_every = -1, .lr = 5e-4f, .seed = 1};
+                       .eval_every = 100, .eval_batches = 20, .save_every = -1, .lr = 5e-4f, .seed = 1,
+                       .max_bad_steps = TRAIN_MAX_BAD_STEPS};
     Flag flags[] = {
         {"out", FLAG_STR, &a.out, "run directory (created)", 0, 0, 0},
         {"preset", FLAG_STR, &a.preset, "nano|micro|mini|100m|350m|1b (default nano)", 0, 0, 0},
@@ -181,6 +187,8 @@ int cmd_train(int argc, char **argv) {
         {"save-every", FLAG_INT, &st->save_every, "steps between checkpoints (default eval-every)", 0, 1e9, 0},
         {"resume", FLAG_BOOL, &a.resume, "continue the run in --out from its checkpoint", 0, 0, 0},
         {"stop-at", FLAG_LONG, &a.stop_at, "checkpoint and exit after this step (continue with --resume)", 1, 1e12, 0},
+        {"max-bad-steps", FLAG_LONG, &st->max_bad_steps,
+         "stop after N non-finite steps in a row, none applied (default 5; may change on --resume)", 1, 1e9, 0},
     };
     int n = sizeof flags / sizeof flags[0];
     int r = args_parse(argc, argv, flags, n, usage);
@@ -192,7 +200,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (st->warmup < 0) st->warmup = st->steps / 20;
     if (st->save_every < 0) st->save_every = st->eval_every;
-    if (st->eval_every == 0) st->eval_every = (int)st->steps;
+    if (st->eval_every == 0) st->eval_every = st->steps < 1000000000 ? (int)st->steps : 1000000000; // end only
     if (run(&a, flags, n)) {
         fprintf(stderr, "error: %s\n", mhar_error());
         return 1;

@@ -10,6 +10,7 @@
 
 #include "../io/atomic.h"
 #include "../util/common.h"
+#include "../util/memlimit.h"
 
 #define TOK_HEADER 32
 #define TOK_CHUNK 65536 // tokens decoded per read / encoded per write
@@ -99,6 +100,7 @@ static int load_open(const char *path, FILE *f, TokHeader *h) {
     if (fread(hdr, 1, TOK_HEADER, f) != TOK_HEADER) return mhar_fail("%s: cannot read the header", path);
     if (parse_header(path, hdr, size, h)) return MHAR_ERR;
     if (h->count > SIZE_MAX / sizeof(int)) return mhar_fail("%s: too many tokens for this host", path);
+    if (mem_check((double)h->count * sizeof(int), "%s: %" PRIu64 " tokens", path, h->count)) return MHAR_ERR;
     return MHAR_OK;
 }
 

@@ -8,6 +8,7 @@
 
 #include "../io/safetensors.h"
 #include "../kernels/ops.h"
+#include "../util/memlimit.h"
 
 #define P(m, off) ((m)->params + (off))
 #define G(m, off) ((m)->grads + (off))
@@ -67,6 +68,9 @@ int model_create(Model *m, const Config *cfg) {
     if (!m->scheme) return mhar_fail("residual scheme '%s' is not available", cfg->attnres_mode);
     m->layers = mhar_alloc(sizeof(LayerOffsets) * cfg->num_hidden_layers);
     if (!m->layers || build_table(m)) return MHAR_ERR;
+    if (mem_check(2.0 * sizeof(float) * (double)m->table.total, "a model of %.0fM parameters (weights and "
+                  "gradients)", (double)m->table.total / 1e6))
+        return MHAR_ERR;
     m->params = mhar_alloc(m->table.total * sizeof(float));
     m->grads = mhar_alloc(m->table.total * sizeof(float));
     if (!m->params || !m->grads) return MHAR_ERR;
@@ -96,11 +100,15 @@ void model_init_weights(Model *m, uint64_t seed) {
 // ---------------------------------------------------------------------------
 // Activation arena: every buffer of a (B, T) step carved from one allocation.
 
-typedef struct { float *base; size_t used; int dry; } Carver;
+// `total` counts the same floats in double: with B·T <= MODEL_MAX_TOKENS
+// every single size fits size_t, but an absurd config could overflow their
+// sum; the double is checked against memory before `used` is trusted.
+typedef struct { float *base; size_t used; int dry; double total; } Carver;
 
 static float *carve(Carver *cv, size_t n) {
     float *p = cv->dry ? NULL : cv->base + cv->used;
     cv->used += (n + 15) / 16 * 16;  // keep every view 64-byte aligned
+    cv->total += (double)n + 15;
     return p;
 }
 
@@ -141,13 +149,22 @@ static void carve_all(Model *m, Carver *cv) {
     m->tokens = (int *)carve(cv, n); m->targets = (int *)carve(cv, n);
 }
 
-int model_alloc_acts(Model *m, int B, int T) {
-    const Config *c = &m->cfg;
+int model_check_batch(const Config *c, int B, int T) {
     if (B <= 0 || T <= 0) return mhar_fail("batch %d and sequence %d must be positive", B, T);
     if (T > c->max_position_embeddings)
         return mhar_fail("sequence length %d exceeds max_position_embeddings %d", T, c->max_position_embeddings);
+    if ((double)B * T > MODEL_MAX_TOKENS)
+        return mhar_fail("batch %d x sequence %d = %.0f tokens per micro-batch, more than the limit %d "
+                         "(use --accum for larger batches)", B, T, (double)B * T, MODEL_MAX_TOKENS);
+    return MHAR_OK;
+}
+
+int model_alloc_acts(Model *m, int B, int T) {
+    const Config *c = &m->cfg;
+    if (model_check_batch(c, B, T)) return MHAR_ERR;
     int rows = 2 * c->num_hidden_layers + 1;
     mhar_free(m->arena);
+    m->arena = NULL;  // a refusal below must not leave it dangling for model_free
     m->B = B; m->T = T;
     if (!m->sources) {
         m->sources = mhar_alloc(sizeof(float *) * rows);
@@ -157,14 +174,13 @@ int model_alloc_acts(Model *m, int B, int T) {
         m->mlp = mhar_alloc(sizeof(MlpActs) * c->num_hidden_layers);
         if (!m->sources || !m->dsources || !m->inputs || !m->attn || !m->mlp) return MHAR_ERR;
     }
-    Carver cv = {NULL, 0, 1};
+    Carver cv = {NULL, 0, 1, 0};
     carve_all(m, &cv);
-    double gib = cv.used * 4.0 / (1 << 30);
-    if (gib > 512) return mhar_fail("activations for batch %d x seq %d need %.0f GiB", B, T, gib);
+    if (mem_check(cv.total * sizeof(float), "the activations of batch %d x sequence %d", B, T)) return MHAR_ERR;
     m->arena_floats = cv.used;
     m->arena = mhar_alloc(cv.used * sizeof(float));
     if (!m->arena) return MHAR_ERR;
-    cv = (Carver){m->arena, 0, 0};
+    cv = (Carver){m->arena, 0, 0, 0};
     carve_all(m, &cv);
     rope_table(m->rope_cos, m->rope_sin, T, c->head_dim, c->rope_theta);
 
@@ -317,6 +333,7 @@ int kvcache_init(KVCache *kv, const Config *c, int max_len) {
         return mhar_fail("generation length %d is outside 1..max_position_embeddings %d", max_len,
                          c->max_position_embeddings);
     size_t per = (size_t)c->num_hidden_layers * max_len * c->num_key_value_heads * c->head_dim;
+    if (mem_check(2.0 * sizeof(float) * (double)per, "a KV cache of %d positions", max_len)) return MHAR_ERR;
     kv->max_len = max_len;
     kv->k = mhar_alloc(per * sizeof(float));
     kv->v = mhar_alloc(per * sizeof(float));

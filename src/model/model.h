@@ -58,8 +58,13 @@ void model_init_weights(Model *m, uint64_t seed);
 // Load DIR/config.json and DIR/model.safetensors (validated), or save them.
 int model_load(Model *m, const char *dir);
 int model_save(const Model *m, const char *dir);
-// Size the activation arena for batches of B sequences of T tokens.
+// Size the activation arena for batches of B sequences of T tokens: checks
+// model_check_batch, then the arena's size against memory, then allocates.
 int model_alloc_acts(Model *m, int B, int T);
+// B, T >= 1, T <= max_position_embeddings, B·T <= MODEL_MAX_TOKENS: a
+// micro-batch the kernels (int token counts) and the arena arithmetic take.
+#define MODEL_MAX_TOKENS (1 << 24)
+int model_check_batch(const Config *c, int B, int T);
 // tokens, targets [B·T] (targets may be NULL: logits only). Returns the mean
 // cross-entropy (0 without targets). Logits stay in m->logits.
 float model_forward(Model *m, const int *tokens, const int *targets);

@@ -11,6 +11,7 @@ static const ResidualScheme *const schemes[] = {
     &residual_attnres,
     &residual_mhar,
     &residual_block,
+    &residual_delta_mh,
 };
 
 const ResidualScheme *residual_find(const char *mode) {

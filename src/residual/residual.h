@@ -65,3 +65,4 @@ int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off);
 extern const ResidualScheme residual_baseline;
 extern const ResidualScheme residual_hc, residual_denseformer;
 extern const ResidualScheme residual_attnres, residual_mhar, residual_block;
+extern const ResidualScheme residual_delta_mh;

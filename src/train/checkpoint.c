@@ -48,6 +48,7 @@ static char *state_to_json(const TrainState *st) {
     cJSON_AddNumberToObject(j, "eval_every", st->eval_every);
     cJSON_AddNumberToObject(j, "eval_batches", st->eval_batches);
     cJSON_AddNumberToObject(j, "save_every", st->save_every);
+    cJSON_AddNumberToObject(j, "max_bad_steps", st->max_bad_steps);
     char lr[32], seed[32];
     snprintf(lr, sizeof lr, "%.9g", st->lr);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
@@ -89,9 +90,15 @@ static int state_from_json(const char *path, const char *text, TrainState *st) {
     double v[14];
     const char *keys[14] = {"step", "steps", "warmup", "batch", "seq", "accum", "eval_every",
                             "eval_batches", "save_every", "lr", "data_epoch", "data_pos", "bad_steps", "optimizer_step"};
-    const double hi[14] = {1e15, 1e15, 1e15, 1 << 24, 1 << 24, 1 << 24, 1e15, 1e15, 1e15, 10, 1e15, 1e15, 1e15, 1e15};
+    // Fields stored as int are capped at 1e9 (the flags' own limit), so a
+    // corrupt value never overflows the conversion.
+    const double hi[14] = {1e15, 1e15, 1e15, 1 << 24, 1 << 24, 1 << 24, 1e9, 1e9, 1e9, 10, 1e15, 1e15, 1e15, 1e15};
     int rc = MHAR_OK;
     for (int i = 0; i < 14 && rc == MHAR_OK; i++) rc = get_num(j, path, keys[i], 0, hi[i], &v[i]);
+    // Optional: checkpoints written before --max-bad-steps existed lack it.
+    double max_bad = TRAIN_MAX_BAD_STEPS;
+    if (rc == MHAR_OK && cJSON_HasObjectItem(j, "max_bad_steps"))
+        rc = get_num(j, path, "max_bad_steps", 1, 1e9, &max_bad);
     double tokens = 0;
     char seed[32];
     if (rc == MHAR_OK) rc = get_num(j, path, "tokens_seen", 0, 1e30, &tokens);
@@ -105,6 +112,7 @@ static int state_from_json(const char *path, const char *text, TrainState *st) {
     st->eval_every = (int)v[6]; st->eval_batches = (int)v[7]; st->save_every = (int)v[8];
     st->lr = (float)v[9]; st->data_epoch = (long)v[10]; st->data_pos = (long)v[11];
     st->bad_steps = (long)v[12]; st->opt_step = (long)v[13]; st->tokens_seen = tokens;
+    st->max_bad_steps = (long)max_bad;
     char *end;
     st->seed = strtoull(seed, &end, 10);
     if (*end || !seed[0]) return mhar_fail("%s: field 'seed' is not an integer", path);

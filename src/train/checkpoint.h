@@ -9,10 +9,13 @@
 #include "../model/model.h"
 #include "optim.h"
 
+#define TRAIN_MAX_BAD_STEPS 5 // default of --max-bad-steps
+
 typedef struct {
     // the run's options (a resumed run continues with exactly these)
     long steps, warmup;
     int batch, seq, accum, eval_every, eval_batches, save_every;
+    long max_bad_steps;         // non-finite steps in a row that stop the run
     float lr;
     uint64_t seed;
     char train_path[2048], val_path[2048];

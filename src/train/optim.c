@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/common.h"
+#include "../util/memlimit.h"
 
 int adamw_init(AdamW *o, size_t n) {
     memset(o, 0, sizeof *o);
@@ -15,6 +16,8 @@ int adamw_init(AdamW *o, size_t n) {
     int im = ptable_add(&o->moments, "exp_avg", 1, shape, INIT_ZEROS);
     int iv = ptable_add(&o->moments, "exp_avg_sq", 1, shape, INIT_ZEROS);
     if (im < 0 || iv < 0) return MHAR_ERR;
+    if (mem_check(sizeof(float) * (double)o->moments.total, "the AdamW moments of %.0fM parameters", n / 1e6))
+        return MHAR_ERR;
     o->state = mhar_alloc(o->moments.total * sizeof(float));
     if (!o->state) return MHAR_ERR;
     o->m = o->state + o->moments.p[im].offset;

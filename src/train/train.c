@@ -61,6 +61,13 @@ static void format_eta(char *buf, size_t cap, double s) {
     else snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
 }
 
+// JSON has no NaN or infinity: metrics.jsonl writes a non-finite value as null.
+static const char *json_num(char *buf, size_t cap, const char *fmt, double v) {
+    if (!isfinite(v)) return "null";
+    snprintf(buf, cap, fmt, v);
+    return buf;
+}
+
 static int save(const char *dir, Model *m, AdamW *opt, TrainState *st, Loader *ld) {
     st->data_epoch = ld->epoch;
     st->data_pos = ld->pos;
@@ -71,7 +78,9 @@ static int save(const char *dir, Model *m, AdamW *opt, TrainState *st, Loader *l
 int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
               const TokenFile *train, const TokenFile *val, long stop_at) {
     const int B = st->batch, T = st->seq, tty = isatty(2);
-    const long max_bad = 5;
+    const long max_bad = st->max_bad_steps > 0 ? st->max_bad_steps : TRAIN_MAX_BAD_STEPS;
+    long saved_at = st->step > 0 ? st->step : -1;  // step of DIR/checkpoint (-1: none yet)
+    char num[3][32];
     char path[4200];
     if (path_join(path, sizeof path, dir, "metrics.jsonl")) return MHAR_ERR;
     if (trim_metrics(path, st->step)) return MHAR_ERR;
@@ -113,9 +122,12 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
             adamw_step(opt, m->params, m->grads, norm, lr);
             st->bad_steps = 0;
         } else if (++st->bad_steps >= max_bad) {
-            rc = mhar_fail("step %ld: loss %g, gradient norm %g: %ld non-finite steps in a row; "
-                           "stopped, the last checkpoint in %s is kept", st->step + 1, loss, norm,
-                           st->bad_steps, dir);
+            char kept[64];
+            if (saved_at >= 0) snprintf(kept, sizeof kept, "the checkpoint of step %ld", saved_at);
+            else snprintf(kept, sizeof kept, "no checkpoint written yet");
+            rc = mhar_fail("step %ld: loss %g, gradient norm %g: %ld non-finite steps in a row "
+                           "(--max-bad-steps %ld); stopped without applying them, %s in %s is kept",
+                           st->step + 1, loss, norm, st->bad_steps, max_bad, kept, dir);
             break;
         } else {
             fprintf(stderr, "\nstep %ld: non-finite loss or gradient (loss %g, norm %g): update skipped\n",
@@ -124,8 +136,9 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
         st->step++;
         double dt = now_seconds() - t0, tok_s = (double)B * T * st->accum / dt;
         st->tokens_seen += (double)B * T * st->accum;
-        fprintf(metrics, "{\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
-                st->step, loss, lr, norm, tok_s, st->tokens_seen);
+        fprintf(metrics, "{\"step\":%ld,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
+                st->step, json_num(num[0], sizeof num[0], "%.6f", loss), lr,
+                json_num(num[1], sizeof num[1], "%.6g", norm), tok_s, st->tokens_seen);
         double avg = (now_seconds() - t_start) / (st->step - first);
         char eta[32];
         format_eta(eta, sizeof eta, avg * (st->steps - st->step));
@@ -143,12 +156,17 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
                 fflush(routing);
             }
             route_stats_free(&rs);
-            fprintf(metrics, "{\"step\":%ld,\"val_loss\":%.6f,\"val_tokens\":%ld}\n", st->step, vl, ntok);
+            fprintf(metrics, "{\"step\":%ld,\"val_loss\":%s,\"val_tokens\":%ld}\n", st->step,
+                    json_num(num[2], sizeof num[2], "%.6f", vl), ntok);
             fprintf(stderr, "%sstep %ld: val loss %.4f (%ld tokens)\n", tty ? "\n" : "", st->step, vl, ntok);
         }
         fflush(metrics);
-        if (last || stop_here || (st->save_every > 0 && st->step % st->save_every == 0) || stop_signal) {
+        // A periodic checkpoint waits for a finite step, so a run that stops
+        // on non-finite steps keeps the checkpoint of its last good one.
+        int periodic = st->save_every > 0 && st->step % st->save_every == 0 && st->bad_steps == 0;
+        if (last || stop_here || periodic || stop_signal) {
             rc = save(dir, m, opt, st, &ld);
+            if (rc == MHAR_OK) saved_at = st->step;
             if (stop_here && rc == MHAR_OK) {
                 fprintf(stderr, "%sstopped at step %ld as asked; continue with --resume\n", tty ? "\n" : "", st->step);
                 break;
