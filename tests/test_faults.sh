@@ -68,24 +68,26 @@ $M train --out "$W/ref" $A --steps 30 --save-every 1 2>/dev/null
 K="$W/kill"
 $M train --out "$K" $A --steps 30 --save-every 1 2>"$W/kill.log" &
 pid=$!
-# Rounds 1-3 kill the moment a file of the checkpoint being written appears
-# (busy-waiting, no sleep): while the optimizer state, the weights or the
-# state is written. Rounds 4-8 kill after a random delay.
-targets=(".checkpoint.tmp" ".checkpoint.tmp/model.safetensors" ".checkpoint.tmp/state.json" "" "" "" "" "")
+# Rounds 1-3 kill the moment this process's temporary file of the optimizer
+# state, the weights or state.json appears in .checkpoint.tmp (busy-waiting,
+# no sleep): in the middle of writing that file. Rounds 4-8 kill after a
+# random delay. A kill counts as inside a checkpoint write when one of the
+# process's temporary files is left in .checkpoint.tmp.
+targets=(optimizer.safetensors model.safetensors state.json "" "" "" "" "")
 kills=0 mid_write=0 broken=0 notes=""
 for round in 0 1 2 3 4 5 6 7; do
     # Wait for a first checkpoint: before it there is nothing to resume.
     if ! wait_for '[ -e "$K/checkpoint/state.json" ]' $pid; then break; fi
     t=${targets[$round]}
     if [ -n "$t" ]; then
-        until [ -e "$K/$t" ] || ! kill -0 $pid 2>/dev/null; do :; done
+        until [ -e "$K/.checkpoint.tmp/$t.tmp.$pid" ] || ! kill -0 $pid 2>/dev/null; do :; done
     else
         sleep "0.$(printf '%03d' $((RANDOM % 400)))"
     fi
     kill -9 $pid 2>/dev/null || break  # it finished first
     wait $pid 2>/dev/null
     kills=$((kills + 1))
-    [ -e "$K/.checkpoint.tmp" ] && mid_write=$((mid_write + 1))
+    compgen -G "$K/.checkpoint.tmp/*.tmp.$pid" >/dev/null && mid_write=$((mid_write + 1))
     if complete "$K"; then notes+=" $(ckpt_step "$K")"; else broken=$((broken + 1)); notes+=" BROKEN"; fi
     $M train --out "$K" --resume 2>>"$W/kill.log" &
     pid=$!
@@ -145,7 +147,10 @@ $M train --out "$W/fsize" --resume 2>/dev/null
 check file_too_large.resume_bit_identical 'same_run "$W/ref20" "$W/fsize"' "resumed run differs"
 
 # The run directory made read-only while training: the next save fails.
-# Root ignores permissions, so as root the run goes as user nobody.
+# Root ignores permissions, so as root the run goes as user nobody. The run
+# checkpoints at step 200 and 400: the permission goes at step 206.
+$M train --out "$W/ref400" $A --steps 400 --save-every 200 2>/dev/null
+$M train --out "$W/ref200" $A --steps 400 --save-every 200 --stop-at 200 2>/dev/null
 as_user=()
 if [ "$(id -u)" = 0 ]; then
     if setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
@@ -156,24 +161,24 @@ if [ "$(id -u)" = 0 ]; then
 fi
 if [ "${as_user[0]:-}" != none ]; then
     R="$W/ro"
-    cp -a "$W/ref5" "$R"
+    cp -a "$W/ref200" "$R"
     [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$R"
-    "${as_user[@]}" $M train --out "$R" --resume --steps 20 2>"$W/ro.log" &
+    "${as_user[@]}" $M train --out "$R" --resume 2>"$W/ro.log" &
     pid=$!
     # Once it trains past the checkpoint (metrics trimmed and reopened),
     # take away the write permission.
-    wait_for '[ "$(steps_logged "$R")" -ge 6 ]' $pid
+    wait_for '[ "$(steps_logged "$R")" -ge 206 ]' $pid
     chmod 555 "$R"
     wait $pid
     rc=$?
     err=$(cat "$W/ro.log")
     check unwritable.clear_error '[ $rc -ne 0 ] && grep -q "Permission denied" <<<"$err" && grep -q "$R" <<<"$err"' \
         "exit $rc: $(tail -n 2 <<<"$err")"
-    check unwritable.previous_checkpoint_intact 'same_ckpt "$W/ref5" "$R" && complete "$R"' \
+    check unwritable.previous_checkpoint_intact 'same_ckpt "$W/ref200" "$R" && complete "$R"' \
         "checkpoint at step $(ckpt_step "$R") changed or incomplete"
     chmod 755 "$R"
     "${as_user[@]}" $M train --out "$R" --resume 2>/dev/null
-    check unwritable.resume_bit_identical 'same_run "$W/ref20" "$R"' "resumed run differs"
+    check unwritable.resume_bit_identical 'same_run "$W/ref400" "$R"' "resumed run differs"
 else
     echo "note: running as root without setpriv: the unwritable-directory check is skipped"
 fi
@@ -190,9 +195,10 @@ save_file(t, sys.argv[1] + ".new", metadata={"format": "pt"})
 PY
 mv "$N/checkpoint/model.safetensors.new" "$N/checkpoint/model.safetensors"
 cp -a "$N/checkpoint" "$W/nan_before"
+cp -a "$N" "$W/nan_stop"
 err=$($M train --out "$N" --resume --max-bad-steps 3 2>&1 >/dev/null)
 rc=$?
-check nonfinite.stops_naming_step '[ $rc -ne 0 ] && grep -q "step 11: loss nan" <<<"$err" && grep -q "3 non-finite steps in a row" <<<"$err" && grep -q "the checkpoint of step 8" <<<"$err"' \
+check nonfinite.stops_naming_step '[ $rc -ne 0 ] && grep -q "step 11: loss -\?nan" <<<"$err" && grep -q "3 non-finite steps in a row" <<<"$err" && grep -q "the checkpoint of step 8" <<<"$err"' \
     "exit $rc: $(tail -n 1 <<<"$err")"
 check nonfinite.skipped_steps_reported '[ "$(grep -c "update skipped" <<<"$err")" = 2 ]' "$err"
 check nonfinite.no_update_applied 'cmp -s "$W/nan_before/model.safetensors" "$N/checkpoint/model.safetensors" && cmp -s "$W/nan_before/optimizer.safetensors" "$N/checkpoint/optimizer.safetensors" && [ "$(ckpt_step "$N")" = 8 ]' \
@@ -207,6 +213,15 @@ err=$($M train --out "$N" --resume 2>&1 >/dev/null)
 rc=$?
 check nonfinite.default_limit_5 '[ $rc -ne 0 ] && grep -q "step 13: .*5 non-finite steps in a row" <<<"$err"' \
     "exit $rc: $(tail -n 1 <<<"$err")"
+# Skipped steps change nothing: 4 of them, then a checkpoint (--stop-at)
+# holds the same weights and AdamW moments, the step count and the streak.
+$M train --out "$W/nan_stop" --resume --max-bad-steps 100 --stop-at 12 2>/dev/null
+rc=$?
+check nonfinite.skipped_steps_change_nothing '[ $rc -eq 0 ] && cmp -s "$W/nan_before/model.safetensors" "$W/nan_stop/checkpoint/model.safetensors" && cmp -s "$W/nan_before/optimizer.safetensors" "$W/nan_stop/checkpoint/optimizer.safetensors" && python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert (s[\"step\"], s[\"bad_steps\"], s[\"optimizer_step\"]) == (12, 4, 8), s
+" "$W/nan_stop/checkpoint/state.json"' "exit $rc; $(cat "$W/nan_stop/checkpoint/state.json" 2>&1 | tr -d '\n\t')"
 err=$($M train --out "$W/x" $A --max-bad-steps 0 2>&1 >/dev/null)
 check nonfinite.flag_range '[ $? -eq 2 ] && grep -q "max-bad-steps 0 is out of range" <<<"$err"' "$err"
 
