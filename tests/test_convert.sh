@@ -142,3 +142,16 @@ expect_error convert_needs_flags "required" $M convert --run "$W/base"
 if [ -z "$(ls -d "$W"/x* 2>/dev/null)" ] && [ -z "$(ls -d "$W"/*.tmp.* 2>/dev/null)" ]; then
     pass convert_nothing_written_on_error
 else fail convert_nothing_written_on_error "$(ls -d "$W"/x* "$W"/*.tmp.* 2>/dev/null)"; fi
+
+# Training continues from the converted model: with a fresh optimizer and the
+# same data order, its first loss equals the base model's first loss exactly.
+common="--train $W/train.bin --val $W/val.bin --batch 2 --seq 16 --steps 2 --eval-batches 1"
+$M train --out "$W/cont_base" --init-from "$W/base" $common 2>/dev/null
+$M train --out "$W/cont_conv" --init-from "$W/conv" $common 2>/dev/null
+l1=$(head -n 1 "$W/cont_base/metrics.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["loss"])')
+l2=$(head -n 1 "$W/cont_conv/metrics.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["loss"])')
+if [ -n "$l1" ] && [ "$l1" = "$l2" ] && grep -q '"attnres_mode": "delta_mh"' "$W/cont_conv/config.json"; then
+    pass "train_init_from_converted (first loss $l1)"
+else fail train_init_from_converted "first losses '$l1' vs '$l2'"; fi
+expect_error init_from_with_preset "cannot be combined with --init-from" \
+    $M train --out "$W/x6" --init-from "$W/conv" --preset micro $common

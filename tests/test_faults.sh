@@ -13,6 +13,7 @@
 #     naming the step, the last good checkpoint stays, metrics stay JSON;
 #   - SIGINT and SIGTERM: checkpoint, exit 0, resume bit-identical.
 set -u
+SECONDS=0
 cd "$(dirname "$0")/.."
 M=${MHAR_BIN:-$PWD/mhar}
 W=$(mktemp -d)
@@ -61,9 +62,20 @@ wait_for() {
     done
     return 1
 }
-steps_logged() { grep -c '"loss"' "$1/metrics.jsonl" 2>/dev/null || echo 0; }
+steps_logged() { local n; n=$(grep -c '"loss"' "$1/metrics.jsonl" 2>/dev/null); echo "${n:-0}"; }
+# same_tensors A B: two safetensors files hold the same tensors, bit for bit
+# (NaN included), whatever their headers' formatting.
+same_tensors() {
+    python3 - "$1" "$2" <<'PY' 2>/dev/null
+import sys
+from safetensors.numpy import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+assert a.keys() == b.keys() and all(a[k].tobytes() == b[k].tobytes() for k in a)
+PY
+}
 
 # ---- SIGKILL ---------------------------------------------------------------
+echo "[${SECONDS}s] SIGKILL"
 $M train --out "$W/ref" $A --steps 30 --save-every 1 2>/dev/null
 K="$W/kill"
 $M train --out "$K" $A --steps 30 --save-every 1 2>"$W/kill.log" &
@@ -104,6 +116,7 @@ check kill.stale_temp_removed '[ ! -e "$K/.checkpoint.tmp" ] && [ "$(ckpt_step "
 echo "kill rounds: $kills kills, $mid_write inside a checkpoint write, checkpoint steps:$notes"
 
 # ---- disk full, unwritable directory ----------------------------------------
+echo "[${SECONDS}s] disk full, unwritable directory"
 # The reference for these: 20 steps, checkpoints every 5.
 $M train --out "$W/ref20" $A --steps 20 --save-every 5 2>/dev/null
 $M train --out "$W/ref5" $A --steps 20 --save-every 5 --stop-at 5 2>/dev/null
@@ -184,6 +197,7 @@ else
 fi
 
 # ---- non-finite loss ---------------------------------------------------------
+echo "[${SECONDS}s] non-finite loss"
 N="$W/nan"
 $M train --out "$N" $A --steps 30 --save-every 1 --stop-at 8 2>/dev/null
 python3 - "$N/checkpoint/model.safetensors" <<'PY'
@@ -217,7 +231,7 @@ check nonfinite.default_limit_5 '[ $rc -ne 0 ] && grep -q "step 13: .*5 non-fini
 # holds the same weights and AdamW moments, the step count and the streak.
 $M train --out "$W/nan_stop" --resume --max-bad-steps 100 --stop-at 12 2>/dev/null
 rc=$?
-check nonfinite.skipped_steps_change_nothing '[ $rc -eq 0 ] && cmp -s "$W/nan_before/model.safetensors" "$W/nan_stop/checkpoint/model.safetensors" && cmp -s "$W/nan_before/optimizer.safetensors" "$W/nan_stop/checkpoint/optimizer.safetensors" && python3 -c "
+check nonfinite.skipped_steps_change_nothing '[ $rc -eq 0 ] && same_tensors "$W/nan_before/model.safetensors" "$W/nan_stop/checkpoint/model.safetensors" && cmp -s "$W/nan_before/optimizer.safetensors" "$W/nan_stop/checkpoint/optimizer.safetensors" && python3 -c "
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert (s[\"step\"], s[\"bad_steps\"], s[\"optimizer_step\"]) == (12, 4, 8), s
@@ -226,6 +240,7 @@ err=$($M train --out "$W/x" $A --max-bad-steps 0 2>&1 >/dev/null)
 check nonfinite.flag_range '[ $? -eq 2 ] && grep -q "max-bad-steps 0 is out of range" <<<"$err"' "$err"
 
 # ---- SIGINT, SIGTERM ---------------------------------------------------------
+echo "[${SECONDS}s] SIGINT, SIGTERM"
 S_ARGS="$A --steps 1500 --save-every 0 --eval-every 500"
 $M train --out "$W/ref_sig" $S_ARGS 2>/dev/null
 for sig in INT TERM; do
@@ -242,3 +257,4 @@ for sig in INT TERM; do
     $M train --out "$D" --resume 2>/dev/null
     check "signal_$sig.resume_bit_identical" 'same_run "$W/ref_sig" "$D"' "resumed run differs"
 done
+echo "[${SECONDS}s] done"

@@ -159,8 +159,9 @@ int cmd_bench(int argc, char **argv) {
     if (r) return r > 0 ? 0 : 2;
     Scheme all[] = {{"baseline", "baseline", 1, 0}, {"hc", "hc", 1, 0}, {"denseformer", "denseformer", 1, 0},
                     {"attnres", "attnres", 1, 0}, {"mhar", "mhar", heads, 0}, {"block", "block", heads, blocks}};
-    Scheme one = {residual, residual, !strcmp(residual, "mhar") || !strcmp(residual, "block") ? heads : 1,
-                  !strcmp(residual, "block") ? blocks : 0};
+    int routed = !strcmp(residual, "mhar") || !strcmp(residual, "block") || !strcmp(residual, "delta_mh");
+    int blocked = !strcmp(residual, "block") || !strcmp(residual, "delta_mh");
+    Scheme one = {residual, residual, routed ? heads : 1, blocked ? blocks : 0};
     int n = strcmp(residual, "all") ? 1 : 6;
     Scheme *list = n == 1 ? &one : all;
     Config probe;  // refuse a bad scheme before timing anything

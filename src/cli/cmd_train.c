@@ -55,6 +55,7 @@ static int default_data(const char *dir, char *train, char *val, size_t cap) {
 
 typedef struct {
     const char *out, *preset, *config, *residual, *train, *val;
+    const char *init_from;
     int route_heads, route_blocks, resume;
     long stop_at;
     TrainState st;
@@ -133,7 +134,14 @@ static int run(TrainArgs *a, Flag *flags, int n_flags) {
     TokenFile train = {0}, val = {0};
     int rc = tokens_load(st->train_path, &train);
     if (!rc) rc = tokens_load(st->val_path, &val);
-    if (!rc && !a->resume) {
+    if (!rc && !a->resume && a->init_from) {  // e.g. a model made by mhar convert
+        rc = model_load(&m, a->init_from);
+        if (!rc) rc = model_check_batch(&m.cfg, st->batch, st->seq);
+        if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size))
+            rc = mhar_fail("token files have vocabulary %d/%d, the model in %s %d", train.vocab_size,
+                           val.vocab_size, a->init_from, m.cfg.vocab_size);
+        if (!rc) rc = adamw_init(&opt, m.table.total);
+    } else if (!rc && !a->resume) {
         int vocab = train.vocab_size > val.vocab_size ? train.vocab_size : val.vocab_size;
         Config c;
         rc = build_config(a, vocab, &c);
@@ -149,7 +157,7 @@ static int run(TrainArgs *a, Flag *flags, int n_flags) {
         double params = 0;
         for (int i = 0; i < m.table.n; i++) params += m.table.p[i].numel;
         fprintf(stderr, "model: %s, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d\n",
-                a->config ? a->config : a->preset, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
+                a->init_from ? a->init_from : a->config ? a->config : a->preset, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
                 m.cfg.num_hidden_layers, st->batch, st->seq, st->accum);
         rc = train_run(a->out, &m, &opt, st, &train, &val, a->stop_at);
     }
@@ -185,6 +193,7 @@ int cmd_train(int argc, char **argv) {
         {"eval-every", FLAG_INT, &st->eval_every, "steps between evaluations (default 100; 0 = end only)", 0, 1e9, 0},
         {"eval-batches", FLAG_INT, &st->eval_batches, "validation batches per evaluation (default 20)", 1, 1e9, 0},
         {"save-every", FLAG_INT, &st->save_every, "steps between checkpoints (default eval-every)", 0, 1e9, 0},
+        {"init-from", FLAG_STR, &a.init_from, "start from the model in this run directory (fresh optimizer)", 0, 0, 0},
         {"resume", FLAG_BOOL, &a.resume, "continue the run in --out from its checkpoint", 0, 0, 0},
         {"stop-at", FLAG_LONG, &a.stop_at, "checkpoint and exit after this step (continue with --resume)", 1, 1e12, 0},
         {"max-bad-steps", FLAG_LONG, &st->max_bad_steps,
@@ -197,6 +206,15 @@ int cmd_train(int argc, char **argv) {
     if (a.preset && a.config && args_flag(flags, n, "preset")->given) {
         fprintf(stderr, "error: give --preset or --config, not both\n");
         return 2;
+    }
+    if (a.init_from) {
+        const char *model_flags[] = {"preset", "config", "residual", "route-heads", "route-blocks", "resume"};
+        for (int i = 0; i < 6; i++)
+            if (args_flag(flags, n, model_flags[i])->given) {
+                fprintf(stderr, "error: --%s cannot be combined with --init-from: the model comes from %s\n",
+                        model_flags[i], a.init_from);
+                return 2;
+            }
     }
     if (st->warmup < 0) st->warmup = st->steps / 20;
     if (st->save_every < 0) st->save_every = st->eval_every;

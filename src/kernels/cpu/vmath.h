@@ -31,6 +31,9 @@ static inline float vexp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
+    // A NaN input passes the clamps and must come out NaN (p is): its n must
+    // not reach the integer conversion, where it would be undefined.
+    n = n == n ? n : 0.0f;
     int32_t bits = ((int32_t)n + 127) << 23;
     float s;
     memcpy(&s, &bits, sizeof s);
