@@ -1,9 +1,9 @@
 // args_parse (every command's flags) on an argument vector cut from the input
 // at NUL bytes. The flag table has every type, with and without a range.
 // Properties: it returns -1, 0 or 1; on success every number given is in its
-// range (or its type's) and finite, and every numeric value was written
-// strictly: an optional '-' (not for unsigned flags) then digits for
-// integers, no leading space or '+' for any number.
+// range (or its type's) and finite, every numeric value was written strictly
+// (an optional '-', not for unsigned flags, then digits for integers; no
+// leading space or '+' for any number), and an integer is stored exactly.
 #include <ctype.h>
 #include <math.h>
 
@@ -99,6 +99,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 FUZZ_ASSERT(*v && !isspace((unsigned char)*v) && *v != '+', "--%s '%s' accepted", flags[k].name, v);
             else
                 FUZZ_ASSERT(strict_integer(v, flags[k].type != FLAG_U64), "--%s '%s' accepted", flags[k].name, v);
+            // An integer is stored exactly as written (no wrap, no rounding).
+            if (flags[k].type == FLAG_INT || flags[k].type == FLAG_LONG) {
+                long long want = strtoll(v, NULL, 10);
+                long long got = flags[k].type == FLAG_INT ? *(int *)flags[k].dst : *(long *)flags[k].dst;
+                FUZZ_ASSERT(got == want, "--%s '%s' stored as %lld", flags[k].name, v, got);
+            }
         }
     }
     for (int k = 0; k < argc; k++) free(argv[k]);

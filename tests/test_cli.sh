@@ -56,7 +56,8 @@ else fail sample_reproducible "'$s1' vs '$s2'"; fi
 expect_error sample_prompt_out_of_vocab "not a token id" $M sample --run "$W/a" --prompt-tokens 1,999
 
 # every residual scheme: train, resume bit-identically, eval, sample
-for spec in "hc" "denseformer" "attnres" "mhar --route-heads 4" "block --route-heads 2 --route-blocks 2"; do
+for spec in "hc" "denseformer" "attnres" "mhar --route-heads 4" "block --route-heads 2 --route-blocks 2" \
+            "delta_mh --route-heads 2 --route-blocks 3"; do
     name=${spec%% *}
     $M train --out "$W/s_$name" $T --residual $spec --steps 6 2>/dev/null
     $M train --out "$W/r_$name" $T --residual $spec --steps 6 --stop-at 3 2>/dev/null

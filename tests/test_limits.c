@@ -12,6 +12,7 @@
 #include "check.h"
 #include "data/tokens.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/vmath.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/params.h"
@@ -223,6 +224,15 @@ static void test_fuzz_regressions(void) {
           "regress.state_int_field_over_int", "%s", mhar_error());
 }
 
+// Found by tests/test_faults.sh under UBSan: a NaN logit reached vexp's
+// integer exponent (undefined); it must come out NaN, so the step is caught.
+static void test_vexp_nonfinite(void) {
+    volatile float nan_in = NAN, inf_in = INFINITY;
+    float a = vexp(nan_in), b = vexp(inf_in), c = vexp(-inf_in);
+    CHECK(isnan(a) && isfinite(b) && b > 1e38f && c >= 0 && c < 1e-37f, "regress.vexp_nan_stays_nan",
+          "vexp(nan) %g, vexp(inf) %g, vexp(-inf) %g", (double)a, (double)b, (double)c);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mhar_test_limits.XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 2; }
@@ -231,6 +241,7 @@ int main(void) {
     test_config();
     test_batch();
     test_fuzz_regressions();
+    test_vexp_nonfinite();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
