@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Faults during training, on a tiny model (2 layers, width 32) so that every
-# step can checkpoint:
+# Faults during training, on tiny models (2 layers, width 32 or 64) so that
+# every step can checkpoint:
 #   - SIGKILL at random points and at three points inside the checkpoint
 #     write: DIR/checkpoint is always complete and loadable, and --resume
 #     ends bit-identical to an uninterrupted run;
@@ -16,6 +16,10 @@ set -u
 SECONDS=0
 cd "$(dirname "$0")/.."
 M=${MHAR_BIN:-$PWD/mhar}
+# OpenMP threads sleep instead of spinning between parallel regions, so the
+# processes that watch and kill a run get the CPU (the same for every run
+# here, so bit-identity across runs is unaffected).
+export OMP_WAIT_POLICY=passive
 W=$(mktemp -d)
 chmod 755 "$W"  # the unwritable-directory check runs mhar as an unprivileged user
 MNT=""
@@ -52,7 +56,7 @@ complete() {
         python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$c/state.json" 2>/dev/null &&
         $M eval --run "$c" --data "$W/val.bin" --batch 2 --seq 16 --batches 1 >/dev/null 2>&1
 }
-ckpt_step() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['step'])" "$1/checkpoint/state.json" 2>/dev/null; }
+ckpt_step() { sed -n 's/^[[:space:]]*"step":[[:space:]]*\([0-9]*\).*/\1/p' "$1/checkpoint/state.json" 2>/dev/null | head -n 1; }
 # wait_for CONDITION PID: poll (5 ms) until CONDITION holds or PID exits.
 wait_for() {
     for _ in $(seq 1 6000); do
@@ -76,42 +80,81 @@ PY
 
 # ---- SIGKILL ---------------------------------------------------------------
 echo "[${SECONDS}s] SIGKILL"
-$M train --out "$W/ref" $A --steps 30 --save-every 1 2>/dev/null
+# kill_run.py DIR MODE -- CMD...: start CMD (a training run in DIR), wait for
+# DIR/checkpoint to exist (before it there is nothing to resume), then
+# SIGKILL it. MODE "file:NAME": stop the process (SIGSTOP) at random moments
+# until it is caught with its temporary file of NAME (a glob: * is any of
+# the checkpoint's files) in DIR/.checkpoint.tmp, i.e. in the middle of
+# writing NAME, and kill it there (else SIGCONT and again); this needs no
+# luck in timing, whatever the disk speed or the load. MODE "random": once the checkpoint has advanced a random
+# 1-3 steps, kill after a random 0-4 ms. Prints "mid_write" when one of the
+# process's temporary files is left in .checkpoint.tmp. Exit 0: killed;
+# 3: CMD ended first.
+cat >"$W/kill_run.py" <<'PY'
+import glob, os, random, re, signal, subprocess, sys, time
+run, mode, cmd = sys.argv[1], sys.argv[2], sys.argv[4:]
+state = os.path.join(run, "checkpoint", "state.json")
+def step():
+    try:
+        return int(re.search(r'"step":\s*(\d+)', open(state).read()).group(1))
+    except (OSError, AttributeError):
+        return -1
+def stopped(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1][0] in "TtZ"
+    except OSError:
+        return True
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(run + ".log", "a"))
+while step() < 0:
+    if p.poll() is not None: sys.exit(3)
+    time.sleep(0.001)
+if mode.startswith("file:"):
+    target = os.path.join(run, ".checkpoint.tmp", f"{mode[5:]}.tmp.{p.pid}")
+    while True:
+        time.sleep(random.uniform(0, 0.002))
+        if p.poll() is not None: sys.exit(3)
+        p.send_signal(signal.SIGSTOP)
+        while not stopped(p.pid): pass
+        if p.poll() is not None: sys.exit(3)
+        if glob.glob(target): break
+        p.send_signal(signal.SIGCONT)
+else:
+    goal = step() + random.randint(1, 3)
+    while step() < goal:
+        if p.poll() is not None: sys.exit(3)
+        time.sleep(0.001)
+    time.sleep(random.randint(0, 4) / 1000)
+if p.poll() is not None: sys.exit(3)
+p.send_signal(signal.SIGKILL)
+p.wait()
+if glob.glob(os.path.join(run, ".checkpoint.tmp", f"*.tmp.{p.pid}")): print("mid_write")
+PY
+# A wider model here (126k parameters, a 1.5 MB checkpoint): the files being
+# written take a fair share of each step even on a tmpfs.
+cat >"$W/small.json" <<'J'
+{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+ "head_dim": 32, "intermediate_size": 256, "vocab_size": 64, "max_position_embeddings": 64}
+J
+AK="${A/tiny.json/small.json}"
+$M train --out "$W/ref" $AK --steps 50 --save-every 1 2>/dev/null
 K="$W/kill"
-$M train --out "$K" $A --steps 30 --save-every 1 2>"$W/kill.log" &
-pid=$!
-# Rounds 1-3 kill the moment this process's temporary file of the optimizer
-# state, the weights or state.json appears in .checkpoint.tmp (busy-waiting,
-# no sleep): in the middle of writing that file. Rounds 4-8 kill after a
-# random delay. A kill counts as inside a checkpoint write when one of the
-# process's temporary files is left in .checkpoint.tmp.
-targets=(optimizer.safetensors model.safetensors state.json "" "" "" "" "")
-kills=0 mid_write=0 broken=0 notes=""
-for round in 0 1 2 3 4 5 6 7; do
-    # Wait for a first checkpoint: before it there is nothing to resume.
-    if ! wait_for '[ -e "$K/checkpoint/state.json" ]' $pid; then break; fi
-    t=${targets[$round]}
-    if [ -n "$t" ]; then
-        until [ -e "$K/.checkpoint.tmp/$t.tmp.$pid" ] || ! kill -0 $pid 2>/dev/null; do :; done
-    else
-        sleep "0.$(printf '%03d' $((RANDOM % 400)))"
-    fi
-    kill -9 $pid 2>/dev/null || break  # it finished first
-    wait $pid 2>/dev/null
+kills=0 mid_write=0 broken=0 notes="" started=""
+for mode in file:optimizer.safetensors file:model.safetensors "file:*" random random random random random; do
+    if [ -z "$started" ]; then cmd=($M train --out "$K" $AK --steps 50 --save-every 1); started=1
+    else cmd=($M train --out "$K" --resume); fi
+    out=$(python3 "$W/kill_run.py" "$K" "$mode" -- "${cmd[@]}") || break  # it finished first
     kills=$((kills + 1))
-    compgen -G "$K/.checkpoint.tmp/*.tmp.$pid" >/dev/null && mid_write=$((mid_write + 1))
+    [ "$out" = mid_write ] && mid_write=$((mid_write + 1))
     if complete "$K"; then notes+=" $(ckpt_step "$K")"; else broken=$((broken + 1)); notes+=" BROKEN"; fi
-    $M train --out "$K" --resume 2>>"$W/kill.log" &
-    pid=$!
 done
-wait $pid
-rc=$?
+rc=0
+if [ "$(ckpt_step "$K")" != 50 ]; then $M train --out "$K" --resume 2>>"$K.log"; rc=$?; fi
 check kill.checkpoint_always_complete '[ $kills -ge 6 ] && [ $broken -eq 0 ]' \
     "$kills kills, $broken left an incomplete checkpoint (steps:$notes)"
-check kill.some_inside_checkpoint_write '[ $mid_write -ge 3 ]' "$mid_write of $kills kills left a partial .checkpoint.tmp"
+check kill.some_inside_checkpoint_write '[ $mid_write -ge 3 ]' "$mid_write of $kills kills left a temporary file in .checkpoint.tmp"
 check kill.resume_bit_identical '[ $rc -eq 0 ] && same_run "$W/ref" "$K"' \
     "exit $rc; final run differs from the uninterrupted one (kills at steps:$notes)"
-check kill.stale_temp_removed '[ ! -e "$K/.checkpoint.tmp" ] && [ "$(ckpt_step "$K")" = 30 ]' \
+check kill.stale_temp_removed '[ ! -e "$K/.checkpoint.tmp" ] && [ "$(ckpt_step "$K")" = 50 ]' \
     "$(ls -A "$K")"
 echo "kill rounds: $kills kills, $mid_write inside a checkpoint write, checkpoint steps:$notes"
 

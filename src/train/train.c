@@ -122,12 +122,12 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
             adamw_step(opt, m->params, m->grads, norm, lr);
             st->bad_steps = 0;
         } else if (++st->bad_steps >= max_bad) {
-            char kept[64];
-            if (saved_at >= 0) snprintf(kept, sizeof kept, "the checkpoint of step %ld", saved_at);
-            else snprintf(kept, sizeof kept, "no checkpoint written yet");
+            char kept[4300];
+            if (saved_at >= 0) snprintf(kept, sizeof kept, "the checkpoint of step %ld in %s is kept", saved_at, dir);
+            else snprintf(kept, sizeof kept, "no checkpoint was written yet");
             rc = mhar_fail("step %ld: loss %g, gradient norm %g: %ld non-finite steps in a row "
-                           "(--max-bad-steps %ld); stopped without applying them, %s in %s is kept",
-                           st->step + 1, loss, norm, st->bad_steps, max_bad, kept, dir);
+                           "(--max-bad-steps %ld); stopped without applying them, %s",
+                           st->step + 1, loss, norm, st->bad_steps, max_bad, kept);
             break;
         } else {
             fprintf(stderr, "\nstep %ld: non-finite loss or gradient (loss %g, norm %g): update skipped\n",
