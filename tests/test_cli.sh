@@ -4,18 +4,7 @@
 # and the reason named, nothing written) for each kind of bad input.
 set -u
 cd "$(dirname "$0")/.."
-M=${MHAR_BIN:-$PWD/mhar}
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-# expect_error NAME PATTERN CMD...: CMD must fail and say PATTERN on stderr.
-expect_error() {
-    local name=$1 pattern=$2; shift 2
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    if [ $rc -ne 0 ] && grep -qiE "$pattern" <<<"$err"; then pass "$name"
-    else fail "$name" "rc=$rc, stderr: $err"; fi
-}
+source tests/lib.sh
 
 for c in train eval sample bench data; do
     if $M $c --help | grep -q usage; then pass "help_$c"; else fail "help_$c" "no usage text"; fi

@@ -8,18 +8,7 @@
 # built here.
 set -u
 cd "$(dirname "$0")/.."
-M=${MHAR_BIN:-$PWD/mhar}
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-# expect_error NAME PATTERN CMD...: CMD must fail and say PATTERN on stderr.
-expect_error() {
-    local name=$1 pattern=$2; shift 2
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    if [ $rc -ne 0 ] && grep -qiF -- "$pattern" <<<"$err"; then pass "$name"
-    else fail "$name" "rc=$rc, stderr: $err"; fi
-}
+source tests/lib.sh
 # json FILE EXPR: evaluate a Python expression over the parsed JSON file (m).
 json() { python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
@@ -103,16 +92,16 @@ if $M data corpus --out "$W/d" 2>/dev/null && \
 else fail corpus_default_source "no Python standard library found or too few documents"; fi
 
 # errors name the path and the reason
-expect_error corpus_missing_dir "$W/nope: cannot open directory" $M data corpus --out "$W/e1" --stdlib-dir "$W/nope"
-expect_error corpus_empty_dir "$L/empty_dir: no *.py files" $M data corpus --out "$W/e2" --stdlib-dir "$L/empty_dir"
+expect_error_fixed corpus_missing_dir "$W/nope: cannot open directory" $M data corpus --out "$W/e1" --stdlib-dir "$W/nope"
+expect_error_fixed corpus_empty_dir "$L/empty_dir: no *.py files" $M data corpus --out "$W/e2" --stdlib-dir "$L/empty_dir"
 mkdir -p "$W/only_binary" && printf '\0' >"$W/only_binary/x.py"
-expect_error corpus_only_binary "$W/only_binary: 1 *.py files, none usable (1 binary" \
+expect_error_fixed corpus_only_binary "$W/only_binary: 1 *.py files, none usable (1 binary" \
     $M data corpus --out "$W/e3" --stdlib-dir "$W/only_binary"
 mkdir -p "$W/busy" && touch "$W/busy/precious.txt"
-expect_error corpus_refuses_foreign_dir "$W/busy: not empty and holds no manifest.json" \
+expect_error_fixed corpus_refuses_foreign_dir "$W/busy: not empty and holds no manifest.json" \
     $M data corpus --out "$W/busy" $B
 if [ -f "$W/busy/precious.txt" ] && [ ! -e "$W/e1" ]; then pass corpus_errors_write_nothing
 else fail corpus_errors_write_nothing "a failed build touched the output"; fi
-expect_error corpus_bad_source "unknown corpus source 'web'" $M data corpus --out "$W/e4" --source web
-expect_error corpus_bad_fraction "out of range" $M data corpus --out "$W/e5" --val-fraction 0.9
-expect_error corpus_needs_out "--out DIR is required" $M data corpus
+expect_error_fixed corpus_bad_source "unknown corpus source 'web'" $M data corpus --out "$W/e4" --source web
+expect_error_fixed corpus_bad_fraction "out of range" $M data corpus --out "$W/e5" --val-fraction 0.9
+expect_error_fixed corpus_needs_out "--out DIR is required" $M data corpus

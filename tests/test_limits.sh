@@ -4,18 +4,7 @@
 # numbers are parsed strictly. tests/test_limits.c checks the library side.
 set -u
 cd "$(dirname "$0")/.."
-M=${MHAR_BIN:-$PWD/mhar}
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-# expect_error NAME PATTERN CMD...: CMD must fail and say PATTERN on stderr.
-expect_error() {
-    local name=$1 pattern=$2; shift 2
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    if [ $rc -ne 0 ] && grep -qiE -- "$pattern" <<<"$err"; then pass "$name"
-    else fail "$name" "rc=$rc, stderr: $err"; fi
-}
+source tests/lib.sh
 $M data synth --out "$W/train.bin" --vocab 64 --count 5000 --seed 1 2>/dev/null
 $M data synth --out "$W/val.bin" --vocab 64 --count 1000 --seed 2 2>/dev/null
 D="--train $W/train.bin --val $W/val.bin"
