@@ -30,7 +30,7 @@ $(BUILD)/libmhar.a: $(LIB_OBJ)
 $(BIN): $(CLI_OBJ) $(BUILD)/libmhar.a
 	$(CC) $(OPT) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libmhar.a tests/check.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libmhar.a tests/check.h tests/testfiles.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libmhar.a $(LDFLAGS) $(LDLIBS) -o $@
 

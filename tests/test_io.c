@@ -20,24 +20,7 @@
 #include "model/params.h"
 #include "util/common.h"
 
-static char tmpdir[256];
-
-static const char *tpath(const char *name) {
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); exit(2); }
-    if (n && fwrite(data, 1, n, f) != n) { perror(path); exit(2); }
-    fclose(f);
-}
+#include "testfiles.h"
 
 static void write_text(const char *path, const char *s) { write_bytes(path, s, strlen(s)); }
 

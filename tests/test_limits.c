@@ -22,23 +22,7 @@
 #include "util/common.h"
 #include "util/memlimit.h"
 
-static char tmpdir[256];
-
-static const char *tpath(const char *name) {
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || (n && fwrite(data, 1, n, f) != n)) { perror(path); exit(2); }
-    fclose(f);
-}
+#include "testfiles.h"
 
 static void put_u32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));

@@ -426,3 +426,12 @@ int sha256_file(const char *path, char hex[65]) {
     sha256_hex(d, hex);
     return MHAR_OK;
 }
+
+cJSON *json_read_file(const char *path) {
+    char *text;
+    size_t n;
+    if (access(path, F_OK) != 0 || read_file(path, &text, &n)) return NULL;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    return j;
+}

@@ -68,5 +68,8 @@ int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r);
 // checkpoint yet (*step = -1).
 int sweep_run_progress(const char *dir, long *step, long *steps);
 
+// A JSON file parsed, or NULL if it is missing or unreadable or not JSON.
+cJSON *json_read_file(const char *path);
+
 // SHA-256 of a file as 64 hex digits.
 int sha256_file(const char *path, char hex[65]);

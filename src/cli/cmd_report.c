@@ -93,14 +93,6 @@ static int cmp_group(const void *pa, const void *pb) {
     return a->blocks - b->blocks;
 }
 
-static cJSON *read_json(const char *path) {
-    char *text;
-    size_t n;
-    if (access(path, F_OK) != 0 || read_file(path, &text, &n)) return NULL;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    return j;
-}
 
 static const char *jstr(const cJSON *j, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
@@ -163,7 +155,7 @@ static int load_runs(const char *dir, Run **out, int *n_out) {
         char path[4400];
         if (path_join(r->dir, sizeof r->dir, runs_dir, names[i]) || path_join(path, sizeof path, r->dir, "run.json"))
             continue;
-        cJSON *rec = read_json(path);
+        cJSON *rec = json_read_file(path);
         if (!rec) {
             fprintf(stderr, "note: %s: no readable run.json (not made by mhar sweep): left out\n", r->dir);
             continue;
@@ -192,7 +184,7 @@ static int load_runs(const char *dir, Run **out, int *n_out) {
             r->have_metrics = metrics_load(path, &r->m) == MHAR_OK;
         r->tail = r->have_metrics ? stats_tail_mean(r->m.val_loss, r->m.n_evals, STATS_TAIL_EVALS, &r->tail_used) : NAN;
         if (!r->have_metrics || r->m.n_evals == 0) r->done = 0;   // finished but nothing to report
-        if (path_join(path, sizeof path, r->dir, "probe.json") == MHAR_OK) r->probe = read_json(path);
+        if (path_join(path, sizeof path, r->dir, "probe.json") == MHAR_OK) r->probe = json_read_file(path);
         k++;
     }
     for (int i = 0; i < n; i++) free(names[i]);
@@ -592,7 +584,7 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
     FILE *md = af.f;
     cJSON *sweep = NULL;
     char sp[4300];
-    if (path_join(sp, sizeof sp, dir, "sweep.json") == MHAR_OK) sweep = read_json(sp);
+    if (path_join(sp, sizeof sp, dir, "sweep.json") == MHAR_OK) sweep = json_read_file(sp);
     const cJSON *grid = sweep ? cJSON_GetObjectItemCaseSensitive(sweep, "grid") : NULL;
     int n_done = 0, multi_lr = 0, few_evals = 0;
     for (int i = 0; i < n; i++) {

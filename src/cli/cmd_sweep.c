@@ -144,14 +144,6 @@ static int cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-static cJSON *read_json(const char *path) {
-    char *text;
-    size_t n;
-    if (access(path, F_OK) != 0 || read_file(path, &text, &n)) return NULL;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    return j;
-}
 
 static int write_json(const char *path, const cJSON *j) {
     char *text = cJSON_Print(j);
@@ -179,7 +171,7 @@ static const char *str_field(const cJSON *j, const char *key) {
 static int check_existing(const Sweep *sw, const Job *j) {
     char path[4300];
     if (path_join(path, sizeof path, j->dir, "run.json") || access(path, F_OK) != 0) return MHAR_OK;
-    cJSON *rec = read_json(path);
+    cJSON *rec = json_read_file(path);
     if (!rec) return mhar_fail("%s: unreadable or not JSON; move the run directory away to restart it", path);
     SweepRun old;
     int rc = sweep_run_from_json(rec, path, &old);
@@ -208,7 +200,7 @@ static int check_existing(const Sweep *sw, const Job *j) {
 static int record_start(const Sweep *sw, const Job *j, long from_step) {
     char path[4300];
     if (path_join(path, sizeof path, j->dir, "run.json")) return MHAR_ERR;
-    cJSON *rec = read_json(path);
+    cJSON *rec = json_read_file(path);
     if (!rec) {   // the first start: the run's settings and provenance
         rec = sweep_run_to_json(j->run);
         cJSON_AddStringToObject(rec, "commit", sw->commit);
@@ -287,7 +279,7 @@ static void child(const Sweep *sw, const Job *j, pid_t parent, const sigset_t *o
 static int write_sweep_json(const Sweep *sw, const Job *jobs, int n, int jobs_n, const char *grid_file) {
     char path[4300];
     if (path_join(path, sizeof path, sw->out, "sweep.json")) return MHAR_ERR;
-    cJSON *old = read_json(path), *j = cJSON_CreateObject();
+    cJSON *old = json_read_file(path), *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "grid_file", grid_file);
     cJSON_AddItemToObject(j, "grid", cJSON_Duplicate(sw->grid->json, 1));
     cJSON_AddStringToObject(j, "commit", sw->commit);

@@ -18,14 +18,6 @@ typedef struct {
     float **dsrc;         // [n_blocks + 2] their gradient buffers
 } BlockState;
 
-static int block_layers(const Config *c) {
-    int N = c->attnres_num_blocks, L = c->num_hidden_layers;
-    return (L + N - 1) / N;
-}
-static int n_blocks(const Config *c) {
-    int bl = block_layers(c);
-    return (c->num_hidden_layers + bl - 1) / bl;
-}
 static int block_of(const BlockState *st, int s) { return (s / 2) / st->block_layers; }
 static int first_in_block(const BlockState *st, int s) { return s == 2 * block_of(st, s) * st->block_layers; }
 // Last sublayer of block j (0-based).
@@ -38,12 +30,12 @@ static int block_add_params(ParamTable *t, const Config *c) { return residual_ad
 
 static size_t block_act_floats(const Config *c, int n_tok) {
     size_t L = c->num_hidden_layers, sites = 2 * L + 1, nd = (size_t)n_tok * c->hidden_size;
-    return sites * (n_blocks(c) + 2) * n_tok * c->attnres_num_heads + 2 * (2 * L) * nd;
+    return sites * (residual_n_blocks(c) + 2) * n_tok * c->attnres_num_heads + 2 * (2 * L) * nd;
 }
 
 static int block_bind(Residual *r) {
     const Config *c = r->cfg;
-    int L = c->num_hidden_layers, sites = 2 * L + 1, nb = n_blocks(c);
+    int L = c->num_hidden_layers, sites = 2 * L + 1, nb = residual_n_blocks(c);
     BlockState *st = r->priv;
     if (!st) {
         size_t bytes = sizeof(BlockState) + sites * (2 * sizeof(size_t) + sizeof(float *)) +
@@ -58,7 +50,7 @@ static int block_bind(Residual *r) {
         st->src = (const float **)(st->dacc + 2 * L);
         st->dsrc = (float **)(st->src + nb + 2);
     }
-    st->block_layers = block_layers(c);
+    st->block_layers = residual_block_layers(c);
     st->n_blocks = nb;
     size_t nd = (size_t)r->n_tok * c->hidden_size;
     float *p = r->acts;

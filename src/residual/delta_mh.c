@@ -52,14 +52,6 @@ typedef struct {
 } DeltaState;
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
-static int block_layers(const Config *c) {
-    int N = c->attnres_num_blocks, L = c->num_hidden_layers;
-    return (L + N - 1) / N;
-}
-static int n_blocks(const Config *c) {
-    int bl = block_layers(c);
-    return (c->num_hidden_layers + bl - 1) / bl;
-}
 static int block_of(const DeltaState *st, int s) { return (s / 2) / st->block_layers; }
 static int first_in_block(const DeltaState *st, int s) { return s == 2 * block_of(st, s) * st->block_layers; }
 
@@ -91,23 +83,23 @@ static int delta_add_params(ParamTable *t, const Config *c) {
 }
 
 // Site s of block m routes over m + 2 sources: its weights are [m+2, n_tok, H].
-static size_t weight_rows(const Config *c, int s) { return (size_t)((s / 2) / block_layers(c)) + 2; }
+static size_t weight_rows(const Config *c, int s) { return (size_t)((s / 2) / residual_block_layers(c)) + 2; }
 
 static size_t delta_act_floats(const Config *c, int n_tok) {
     size_t L = c->num_hidden_layers, view = round16((size_t)n_tok * c->hidden_size);
-    size_t total = (5 + 2 * L + 2 * (size_t)(n_blocks(c) - 1)) * view;
+    size_t total = (5 + 2 * L + 2 * (size_t)(residual_n_blocks(c) - 1)) * view;
     for (int s = 0; s < 2 * (int)L; s++) total += round16(weight_rows(c, s) * n_tok * c->attnres_num_heads);
     return total;
 }
 
 static int delta_bind(Residual *r) {
     const Config *c = r->cfg;
-    int sites = 2 * c->num_hidden_layers, nb = n_blocks(c);
+    int sites = 2 * c->num_hidden_layers, nb = residual_n_blocks(c);
     mhar_free(r->priv);  // bound again after a new arena: views are rebuilt
     size_t ptrs = 2 * (size_t)sites + 2 * (size_t)(nb - 1) + 2 * (size_t)(nb + 1);
     DeltaState *st = r->priv = mhar_alloc(sizeof *st + sizeof(Site) * sites + sizeof(float *) * ptrs);
     if (!st) return MHAR_ERR;
-    st->block_layers = block_layers(c);
+    st->block_layers = residual_block_layers(c);
     st->n_blocks = nb;
     st->view = round16((size_t)r->n_tok * c->hidden_size);
     float **p = (float **)(st->site + sites);

@@ -56,3 +56,13 @@ int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off) 
     if (residual_param(r, q, q_off) || residual_param(r, g, g_off)) return MHAR_ERR;
     return MHAR_OK;
 }
+
+int residual_block_layers(const Config *c) {
+    int N = c->attnres_num_blocks, L = c->num_hidden_layers;
+    return (L + N - 1) / N;
+}
+
+int residual_n_blocks(const Config *c) {
+    int bl = residual_block_layers(c);
+    return (c->num_hidden_layers + bl - 1) / bl;
+}

@@ -62,6 +62,11 @@ int residual_add_route_sites(ParamTable *t, const Config *c, int with_final);
 // Offsets of site s's query and key-norm weight.
 int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off);
 
+// Blocks of block routing and delta_mh (SPEC §2.4, §2.7): ceil(L/N) layers
+// each, so there may be fewer than N (the last one shorter).
+int residual_block_layers(const Config *c);
+int residual_n_blocks(const Config *c);
+
 extern const ResidualScheme residual_baseline;
 extern const ResidualScheme residual_hc, residual_denseformer;
 extern const ResidualScheme residual_attnres, residual_mhar, residual_block;
