@@ -302,6 +302,11 @@ def main():
         (w / "regex.json").write_text(json.dumps(j))
         expect_error("cli.import_unknown_regex", "unsupported split regex", "tokenizer", "import", "--hf",
                      w / "regex.json", "--out", w / "x.bpe")
+        j = json.loads((w / "hf_llama3.json").read_text())
+        j["model"]["vocab"]["zzzz"] = 9999999  # a fuzzer find: one large id sized the tables (7 GB at 888888969)
+        (w / "hugeid.json").write_text(json.dumps(j))
+        expect_error("cli.import_id_gap", "no gaps", "tokenizer", "import", "--hf", w / "hugeid.json",
+                     "--out", w / "x.bpe")
         expect_error("cli.import_not_json", "not a json object", "tokenizer", "import", "--hf", w / "held.txt",
                      "--out", w / "x.bpe")
         for sub in ("train", "encode", "decode", "export", "import"):

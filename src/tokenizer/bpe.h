@@ -34,7 +34,7 @@
 
 #define BPE_IGNORE_MERGES 1u
 #define BPE_NFC 2u
-#define BPE_MAX_VOCAB (1 << 30)
+#define BPE_MAX_VOCAB (1 << 24) // 16.7M ids; the largest published vocabularies are ~256k
 #define BPE_MAX_TOKEN_LEN 65536
 
 typedef struct {

@@ -370,6 +370,12 @@ static int import_parsed(const char *path, const cJSON *root, Bpe *b) {
             return mhar_fail("%s: added token \"%.60s\" uses lstrip/rstrip/single_word: not supported", path,
                              get_str(it, "content"));
     }
+    // Ids have no gaps, so V cannot exceed the number of entries: refusing it
+    // here keeps a single huge id from sizing the tables below.
+    long n_entries = (long)cJSON_GetArraySize(vocab) + (long)cJSON_GetArraySize(added);
+    if (V > n_entries)
+        return mhar_fail("%s: ids run up to %ld but there are only %ld vocab and added entries (ids must have no gaps)",
+                         path, V - 1, n_entries);
     ImportTok *tok = calloc((size_t)V + 1, sizeof(ImportTok));
     if (!tok) return mhar_fail("%s: out of memory", path);
     int rc = MHAR_OK;
