@@ -171,6 +171,7 @@ static void test_against_naive(void) {
 static void test_matches_route_kernel(void) {
     enum { N = 6, T = 11, D = 64 };
     static float buf[N * T * D], x[T * D], w[N * T * 8];
+    float *scratch = calloc(route_scratch_floats(N, D, 8), sizeof(float));
     float q[D], g[D];
     const float *src[N];
     Rng rng;
@@ -179,12 +180,13 @@ static void test_matches_route_kernel(void) {
     for (int k = 0; k < D; k++) { q[k] = 0.5f * rng_normal(&rng); g[k] = 1 + 0.2f * rng_normal(&rng); }
     for (int n = 0; n < N; n++) src[n] = buf + n * T * D;
     for (int H = 1; H <= 8; H *= 8) {
-        route_forward(x, w, src, N, q, g, T, D, H, 1e-6f);
+        route_forward(x, w, scratch, src, N, q, g, T, D, H, 1e-6f);
         double e = probe_max_weight_error(w, src, N, T, q, g, D, H, 1e-6f);
         char name[64];
         snprintf(name, sizeof name, "probe_matches_route_forward_H%d", H);
         CHECK(e < 1e-5, name, "max |w - a| = %g", e);
     }
+    free(scratch);
 }
 
 static void test_random_query(void) {

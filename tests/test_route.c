@@ -248,7 +248,7 @@ static void prob_free(Prob p) {
 }
 
 static void prob_forward(Prob *p) {
-    route_forward(p->x, p->w, (const float *const *)p->src, p->m.N, p->q, p->g, p->m.T,
+    route_forward(p->x, p->w, p->scratch, (const float *const *)p->src, p->m.N, p->q, p->g, p->m.T,
                   p->m.d, p->m.H, EPS);
 }
 static void prob_backward(Prob *p, float *const *dsrc) {
@@ -298,13 +298,15 @@ static double compare(Prob *p, double err[NERR]) {
 }
 
 // Tolerance of one output. fp32 sums of ≤ 256 products and ≤ 17 sources
-// round to a few 1e-7 of the largest term, hence 1e-5 of the tensor's max.
+// round to a few 1e-7 of the largest term, hence 1e-5 of the tensor's max;
+// sums over more sources grow their error bound in proportion (n_src / 17).
 // A logit's absolute error is ~ FLT_EPSILON · Σ_k |q_k K_k| (lscale), and a
 // softmax weight's error is w(1−w) times that: for saturated softmaxes
 // (lscale ~ 1e3) this dominates every output that depends on w.
-static double tolerance(double lscale) {
-    return 1e-5 + 4 * FLT_EPSILON * lscale;
+static double tolerance_n(double lscale, int n_src) {
+    return 1e-5 * (n_src > 17 ? n_src / 17.0 : 1.0) + 4 * FLT_EPSILON * lscale;
 }
+static double tolerance(double lscale) { return tolerance_n(lscale, 17); }
 
 static int verbose;
 
@@ -398,21 +400,29 @@ static void test_single_head(void) {
 }
 
 // Shapes off the main grid: H > 64 (the forward's head-chunk path), a head
-// width that is not a multiple of the vector lanes, fewer tokens than threads.
+// width that is not a multiple of the vector lanes, fewer tokens than threads,
+// more sources than one softmax chunk.
 static void test_other_shapes(void) {
     const struct { Dims m; int kind; const char *name; } cs[] = {
         {{5, 37, 256, 128}, RANDOM, "route H=128 (head chunks) vs reference"},
         {{5, 37, 256, 128}, SATURATED, "route H=128 saturated vs reference"},
         {{3, 37, 60, 4}, SPREAD, "route head width 15 vs reference"},
         {{17, 1, 64, 8}, RANDOM, "route one token vs reference"},
+        // More sources than one online-softmax chunk (32): the chunk rescaling
+        // and the backward walk that finishes the earlier chunks' weights.
+        {{70, 9, 64, 4}, RISING, "route 70 sources (3 chunks, rising max) vs reference"},
+        {{70, 9, 64, 4}, SATURATED, "route 70 sources saturated vs reference"},
+        {{33, 9, 64, 2}, SPREAD, "route 33 sources (one-source last chunk) vs reference"},
+        {{49, 5, 256, 128}, RANDOM, "route 49 sources, H=128 (both chunkings) vs reference"},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         Prob p = prob_new(cs[i].m, cs[i].kind, 900 + i);
         double err[NERR], ratio = 0;
         const double ls = compare(&p, err);
-        for (int e = 0; e < NERR; e++) ratio = fmax(ratio, isnan(err[e]) ? INFINITY : err[e] / tolerance(ls));
+        const double tol = tolerance_n(ls, cs[i].m.N);
+        for (int e = 0; e < NERR; e++) ratio = fmax(ratio, isnan(err[e]) ? INFINITY : err[e] / tol);
         CHECK(ratio <= 1.0, cs[i].name, "x %.2e w %.2e dS %.2e dq %.2e dg %.2e (tol %.1e)", err[EX],
-              err[EW], err[ES], err[EQ], err[EG], tolerance(ls));
+              err[EW], err[ES], err[EQ], err[EG], tol);
         prob_free(p);
     }
 }

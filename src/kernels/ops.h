@@ -81,14 +81,15 @@ void vec_scale_acc(float *out, const float *a, float s, size_t n); // out += s·
 // ---- depth routing (SPEC §2.2 and §5) -----------------------------------------
 // Route(S, q, g, H) over n_src sources given as pointers, each [n_tok, d].
 // x [n_tok, d] (overwritten), w [n_src, n_tok, H] softmax weights (saved).
-// q, g [d]. H divides d. eps is the key RMS epsilon.
-void route_forward(float *x, float *w, const float *const *src, int n_src,
+// q, g [d]. H divides d. eps is the key RMS epsilon. scratch: see below.
+void route_forward(float *x, float *w, float *scratch, const float *const *src, int n_src,
                    const float *q, const float *g, int n_tok, int d, int H, float eps);
 // dx [n_tok, d] -> dsrc[n] (each ACCUMULATES, may be NULL for a source that
-// needs no gradient), dq [d], dg [d] (accumulate). scratch:
+// needs no gradient), dq [d], dg [d] (accumulate). scratch (both passes):
 // route_scratch_floats(n_src, d, H) floats for the current OpenMP thread
-// count (per-thread partials of the deterministic dq/dg reduction); a size
-// computed for (n_src, d, H) also serves any call with fewer sources or heads.
+// count (q ⊙ g and the per-thread partials of the deterministic dq/dg
+// reduction); a size computed for (n_src, d, H) also serves any call with
+// fewer sources or heads.
 size_t route_scratch_floats(int n_src, int d, int H);
 void route_backward(float *const *dsrc, float *dq, float *dg, float *scratch,
                     const float *dx, const float *w, const float *const *src,

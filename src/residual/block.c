@@ -84,7 +84,7 @@ static void block_read(Residual *r, int s) {
     BlockState *st = r->priv;
     const Config *c = r->cfg;
     int n = gather(r, st, s);
-    route_forward(r->inputs[s], st->w[s], st->src, n, r->params + st->q[s], r->params + st->g[s],
+    route_forward(r->inputs[s], st->w[s], r->scratch, st->src, n, r->params + st->q[s], r->params + st->g[s],
                   r->n_tok, c->hidden_size, c->attnres_num_heads, c->rms_norm_eps);
 }
 

@@ -196,7 +196,7 @@ static void delta_read(Residual *r, int s) {
     const Site *si = &st->site[s];
     broadcast_null(st->Z, NULL, r->params + si->z, n, d);
     int n_src = gather(r, st, s);
-    route_forward(st->y[s], st->w[s], st->src, n_src, r->params + si->q, r->params + si->g, n, d,
+    route_forward(st->y[s], st->w[s], r->scratch, st->src, n_src, r->params + si->q, r->params + si->g, n, d,
                   c->attnres_num_heads, c->rms_norm_eps);
     // a = 0 must give exactly r, as the baseline's read does: r + 0·y would
     // turn -0.0 into +0.0 and an infinite y into NaN.

@@ -42,7 +42,7 @@ static int mhar_bind(Residual *r) {
 static void mhar_read(Residual *r, int s) {
     RouteState *st = r->priv;
     const Config *c = r->cfg;
-    route_forward(r->inputs[s], st->w[s], (const float *const *)r->sources, s + 1, r->params + st->q[s],
+    route_forward(r->inputs[s], st->w[s], r->scratch, (const float *const *)r->sources, s + 1, r->params + st->q[s],
                   r->params + st->g[s], r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
 }
 

@@ -45,7 +45,7 @@ struct Residual {
     const ParamTable *table;
     float *params, *grads;
     float *acts;             // the scheme's slice of the activation arena
-    float *scratch;          // shared backward scratch (route_scratch_floats)
+    float *scratch;          // routing scratch, forward and backward (route_scratch_floats)
     size_t scratch_floats;
     void *priv;              // the scheme's bound state (param offsets ...)
 };

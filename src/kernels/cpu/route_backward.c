@@ -1,0 +1,146 @@
+// Depth routing, backward (SPEC §5): per token, two passes over the sources
+// (the second from L1/L2: N·d floats per token); source gradients accumulate
+// in place; dq and dg are reduced from per-thread partials in a fixed order,
+// so the result does not depend on timing.
+#include "kernels/cpu/route_impl.h"
+
+// ---- backward ----------------------------------------------------------------------
+//
+// With a_{n,h} = ⟨dx_h, S_{n,h}⟩ (= ∂x/∂w), s_h = Σ_n w_{n,h} a_{n,h} and
+// b_{n,h} = Σ_{k∈h} q_k g_k S_{n,k} (= ℓ_{n,h}/ρ_n):
+//   dℓ_{n,h} = w_{n,h}(a_{n,h} − s_h),  dK_{n,k} = dℓ_{n,h(k)} q_k,  u_{n,h} = ρ_n dℓ_{n,h}
+//   dq_k += Σ dℓ ρ_n S_{n,k} g_k = g_k z_k,   dg_k += Σ dK ρ_n S_{n,k} = q_k z_k,
+//     where z_k = Σ_{t,n} u_{n,h(k)} S_{n,k}   (one [d] partial per thread)
+//   dS_{n,k} += w_{n,h} dx_k + u_{n,h} q_k g_k − β_n S_{n,k},
+//     β_n = (ρ_n³/d)·⟨g⊙dK_n, S_n⟩ = (ρ_n³/d)·Σ_h dℓ_{n,h} b_{n,h}.
+
+// Scratch: qg [d] (padded), then per thread
+// z [d] | a, b [N, H] | rho [N] | s, best, ap [H], padded.
+typedef struct { float *z, *a, *b, *rho, *s, *best, *ap; } Tmp;
+
+static size_t thread_floats(int n_src, int d, int H) {
+    size_t f = (size_t)d + 2 * (size_t)n_src * H + (size_t)n_src + 3 * (size_t)H;
+    return (f + PAD - 1) / PAD * PAD;
+}
+
+static Tmp thread_tmp(float *base, int n_src, int d, int H) {
+    Tmp T = {.z = base, .a = base + d};
+    T.b = T.a + (size_t)n_src * H;
+    T.rho = T.b + (size_t)n_src * H;
+    T.s = T.rho + n_src;
+    T.best = T.s + H;
+    T.ap = T.best + H;
+    return T;
+}
+
+// Scratch for omp_get_max_threads() threads, so call it under the thread
+// count route_backward will run with. It grows with every argument: the size
+// for (N, d, H) also serves any call with fewer sources or heads.
+size_t route_scratch_floats(int n_src, int d, int H) {
+    return qg_floats(d) + (size_t)omp_get_max_threads() * thread_floats(n_src, d, H);
+}
+
+// s_h relative to the pivot p = argmax_n w_{n,h}: with Σ_n w = 1,
+// a_n − s = (a_n − a_p) − Σ_m w_m (a_m − a_p). When one source takes almost
+// all the weight, a_p − s is tiny and Σ w a would lose it to cancellation
+// (measured: 6e-3 relative error in dq for a saturated softmax). Loops run
+// over sources outside, heads inside: wt's source stride is a multiple of 4 KiB.
+INLINE void pivot_sums(Tmp T, const float *wt, size_t ws, int n_src, int H) {
+    for (int h = 0; h < H; h++) T.best[h] = -1.0f, T.ap[h] = 0;
+    for (int n = 0; n < n_src; n++)
+        for (int h = 0; h < H; h++) { // selects, not a branch: vectorises
+            const float v = wt[n * ws + h];
+            const int more = v > T.best[h];
+            T.best[h] = more ? v : T.best[h];
+            T.ap[h] = more ? T.a[n * H + h] : T.ap[h];
+        }
+    for (int h = 0; h < H; h++) T.s[h] = 0;
+    for (int n = 0; n < n_src; n++)
+        for (int h = 0; h < H; h++) {
+            T.a[n * H + h] -= T.ap[h]; // a becomes a − a_p (exactly 0 for n = p)
+            T.s[h] += wt[n * ws + h] * T.a[n * H + h];
+        }
+}
+
+// Pass 1 for token t: a (as a − a_pivot), b [N, H], rho [N], s [H].
+INLINE void backward_stats(Tmp T, const Args *A, int t, int hw) {
+    const int d = A->d, H = A->H;
+    const float *dxt = A->dx + (size_t)t * d;
+    for (int n = 0; n < A->n_src; n++) {
+        const float *S = A->src[n] + (size_t)t * d;
+        if (t + 1 < A->n_tok) {
+            prefetch_row(S + d, d, 0);
+            if (A->dsrc[n]) prefetch_row(A->dsrc[n] + (size_t)(t + 1) * d, d, 1);
+        }
+        T.rho[n] = rms_inv(row_sumsq(S, d), d, A->eps);
+        for (int h = 0; h < H; h++) {
+            const int o = h * hw;
+            T.b[n * H + h] = slice_dot2(S + o, A->qg + o, dxt + o, hw, &T.a[n * H + h]);
+        }
+    }
+    pivot_sums(T, A->w + (size_t)t * H, (size_t)A->n_tok * H, A->n_src, H);
+}
+
+// One head slice [n] of one source: z += u·S and, if dS, the source gradient.
+INLINE void slice_grad(float *restrict z, float *restrict dS, const float *restrict S,
+                       const float *restrict dx, const float *restrict qg, float wt,
+                       float u, float beta, int n) {
+    for (int k = 0; k < n; k++) z[k] += u * S[k];
+    if (!dS) return;
+    for (int k = 0; k < n; k++) dS[k] += (wt * dx[k] + u * qg[k] - beta * S[k]);
+}
+
+// Pass 2 for token t: per source, dℓ (overwrites a), β, then z and dS slices.
+INLINE void backward_grads(Tmp T, const Args *A, int t, int hw) {
+    const int d = A->d, H = A->H;
+    const float *dxt = A->dx + (size_t)t * d;
+    for (int n = 0; n < A->n_src; n++) {
+        const float *S = A->src[n] + (size_t)t * d;
+        float *dS = A->dsrc[n] ? A->dsrc[n] + (size_t)t * d : NULL;
+        const float *wn = A->w + ((size_t)n * A->n_tok + t) * H;
+        float *dl = T.a + n * H;
+        float c = 0; // ⟨g⊙dK_n, S_n⟩ / ρ_n
+        for (int h = 0; h < H; h++) {
+            dl[h] = wn[h] * (dl[h] - T.s[h]);
+            c += dl[h] * T.b[n * H + h];
+        }
+        const float r = T.rho[n], beta = (r * c) * r * r / (float)d; // r·c first: bounded
+        for (int h = 0; h < H; h++) {
+            const int o = h * hw;
+            slice_grad(T.z + o, dS ? dS + o : NULL, S + o, dxt + o, A->qg + o, wn[h],
+                       r * dl[h], beta, hw);
+        }
+    }
+}
+
+void route_backward(float *const *dsrc, float *dq, float *dg, float *scratch,
+                    const float *dx, const float *w, const float *const *src,
+                    int n_src, const float *q, const float *g, int n_tok, int d,
+                    int H, float eps) {
+    if (n_src <= 0) return;
+    const Args A = {.src = src, .dsrc = dsrc, .qg = key_weight(scratch, q, g, d), .dx = dx,
+                    .w = w, .n_src = n_src, .n_tok = n_tok, .d = d, .H = H, .eps = eps};
+    scratch += qg_floats(d);
+    const size_t per = thread_floats(n_src, d, H);
+    const int hw = d / H;
+#pragma omp parallel
+    {
+        const int nthr = omp_get_num_threads();
+        const Tmp T = thread_tmp(scratch + (size_t)omp_get_thread_num() * per, n_src, d, H);
+        memset(T.z, 0, (size_t)d * sizeof(float));
+#pragma omp for schedule(static)
+        for (int t = 0; t < n_tok; t++) {
+#define BWD(HW) backward_stats(T, &A, t, HW), backward_grads(T, &A, t, HW)
+            DISPATCH_HW(hw, BWD)
+#undef BWD
+        }
+        // Implicit barrier above; reduce the partials in fixed thread order.
+#pragma omp for schedule(static)
+        for (int k = 0; k < d; k++) {
+            float zk = 0;
+            for (int i = 0; i < nthr; i++) zk += scratch[(size_t)i * per + k];
+            dq[k] += g[k] * zk;
+            dg[k] += q[k] * zk;
+        }
+    }
+}

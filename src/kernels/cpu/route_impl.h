@@ -1,0 +1,171 @@
+// Shared by route_forward.c and route_backward.c (the fused routing kernel
+// of SPEC §5, Route(S, q, g, H) of SPEC §2.2): the per-call arguments, the
+// width reductions and memory helpers.
+//
+// Per token t, for sources S_n [d] (n < N), heads h owning the contiguous
+// slice [h·hw, (h+1)·hw) of width hw = d/H:
+//   ρ_n     = rsqrt(mean_k S_{n,k}² + eps)            (full width)
+//   ℓ_{n,h} = ρ_n · Σ_{k∈h} q_k g_k S_{n,k}             (= ⟨q_h, K_{n,h}⟩)
+//   w_{n,h} = softmax_n ℓ_{n,h},   x_k = Σ_n w_{n,h(k)} S_{n,k}
+// Tokens are split over OpenMP threads with a static schedule. Both passes
+// use the key weight qg = q ⊙ g, computed once per call into the scratch.
+#pragma once
+#include "kernels/ops.h"
+#include "kernels/cpu/vmath.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_num_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
+
+enum {
+    HEAD_CHUNK = 64, // forward keeps per-head running max/normaliser on the stack
+    SRC_CHUNK = 32,  // sources per online-softmax step (their rows stay in cache)
+    PAD = 16,        // per-thread scratch slices start on 64-byte boundaries
+};
+
+#define INLINE static inline __attribute__((always_inline))
+
+// Runs CALL(HW) with HW a literal for the common head widths: the per-token
+// code is always inlined, so those copies get fixed trip counts and fully
+// unrolled slice loops (measured ~20% faster than a runtime width).
+#define DISPATCH_HW(hw, CALL)        \
+    switch (hw) {                    \
+    case 8: CALL(8); break;          \
+    case 16: CALL(16); break;        \
+    case 32: CALL(32); break;        \
+    case 64: CALL(64); break;        \
+    case 128: CALL(128); break;      \
+    default: CALL(hw); break;        \
+    }
+
+// What every token needs. w is read by backward; forward writes its own.
+typedef struct {
+    const float *const *src; // [N] -> [n_tok, d]
+    float *const *dsrc;      // [N] -> [n_tok, d] or NULL entries; backward only
+    const float *qg;         // [d] key weight q ⊙ g
+    const float *dx;         // [n_tok, d]; backward only
+    const float *w;          // [N, n_tok, H]; backward only
+    int n_src, n_tok, d, H;
+    float eps;
+} Args;
+
+// ---- width reductions --------------------------------------------------------------
+// Explicit 8-lane vectors (GNU C vector extensions, gcc and clang): plain C
+// float sums must stay in order and do not vectorise without -ffast-math, and
+// "omp simd reduction" makes gcc 12 end every sum with a serial chain of
+// scalar adds, which dominated the short per-head dots. Lanes and the final
+// tree are fixed by the code, so results do not depend on addresses.
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+// Unaligned loads through a may_alias type; vectors never pass by value
+// between functions (that would depend on the target's vector ABI).
+typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define LOAD8(p) (*(const v8u *)(p))
+
+INLINE float hsum8(const v8 *v) {
+    v4 lo, hi;
+    memcpy(&lo, v, sizeof lo);
+    memcpy(&hi, (const char *)v + sizeof lo, sizeof hi);
+    const v4 a = lo + hi;
+    return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+// Sums over a row use four independent accumulators, 32 floats a step (then
+// 8 at a time into the first): a single one makes every row a chain of d/8
+// dependent FMAs. Lane use and the final tree are fixed by the code, so
+// results do not depend on addresses.
+INLINE float hsum4(const v8 acc[4]) {
+    const v8 t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    return hsum8(&t);
+}
+
+// Σ s² over a row [n].
+INLINE float row_sumsq(const float *restrict s, int n) {
+    v8 ss[4] = {{0}, {0}, {0}, {0}};
+    int k = 0;
+    for (; k + 32 <= n; k += 32)
+        for (int j = 0; j < 4; j++) {
+            const v8 x = LOAD8(s + k + 8 * j);
+            ss[j] += x * x;
+        }
+    for (; k + 8 <= n; k += 8) {
+        const v8 x = LOAD8(s + k);
+        ss[0] += x * x;
+    }
+    float ts = 0;
+    for (; k < n; k++) ts += s[k] * s[k];
+    return hsum4(ss) + ts;
+}
+
+// Σ qg s over a head slice [n]; adds s² into the lanes ss[4] (the n % 8
+// tail into *ts).
+INLINE float slice_stats(const float *restrict s, const float *restrict qg, int n, v8 ss[4],
+                         float *ts) {
+    v8 qs[4] = {{0}, {0}, {0}, {0}};
+    int k = 0;
+    for (; k + 32 <= n; k += 32)
+        for (int j = 0; j < 4; j++) {
+            const v8 x = LOAD8(s + k + 8 * j);
+            ss[j] += x * x;
+            qs[j] += LOAD8(qg + k + 8 * j) * x;
+        }
+    for (; k + 8 <= n; k += 8) {
+        const v8 x = LOAD8(s + k);
+        ss[0] += x * x;
+        qs[0] += LOAD8(qg + k) * x;
+    }
+    float tq = 0;
+    for (; k < n; k++) *ts += s[k] * s[k], tq += qg[k] * s[k];
+    return hsum4(qs) + tq;
+}
+
+// Σ qg s over a head slice [n], and *dxs = Σ dx s.
+INLINE float slice_dot2(const float *restrict s, const float *restrict qg,
+                        const float *restrict dx, int n, float *dxs) {
+    v8 qs[4] = {{0}, {0}, {0}, {0}}, ds[4] = {{0}, {0}, {0}, {0}};
+    int k = 0;
+    for (; k + 32 <= n; k += 32)
+        for (int j = 0; j < 4; j++) {
+            const v8 x = LOAD8(s + k + 8 * j);
+            qs[j] += LOAD8(qg + k + 8 * j) * x;
+            ds[j] += LOAD8(dx + k + 8 * j) * x;
+        }
+    for (; k + 8 <= n; k += 8) {
+        const v8 x = LOAD8(s + k);
+        qs[0] += LOAD8(qg + k) * x;
+        ds[0] += LOAD8(dx + k) * x;
+    }
+    float tq = 0, td = 0;
+    for (; k < n; k++) tq += qg[k] * s[k], td += dx[k] * s[k];
+    *dxs = hsum4(ds) + td;
+    return hsum4(qs) + tq;
+}
+
+INLINE float rms_inv(float ss, int d, float eps) { return 1.0f / sqrtf(ss / (float)d + eps); }
+
+// Prefetch the row [d] that the next token will read: with N source streams
+// (plus gradients and w) the hardware prefetchers fall behind and the loads
+// stalled on DRAM (measured: forward and backward 2x slower without).
+INLINE void prefetch_row(const float *p, int d, int write) {
+    for (int k = 0; k < d; k += 16) // one 64-byte line per call
+        if (write) __builtin_prefetch(p + k, 1);
+        else __builtin_prefetch(p + k, 0);
+}
+
+// The scratch starts with qg [d] (padded); route_backward's per-thread
+// partials follow.
+static inline size_t qg_floats(int d) { return ((size_t)d + PAD - 1) / PAD * PAD; }
+
+// qg [d] = q ⊙ g into the head of the scratch.
+static inline const float *key_weight(float *scratch, const float *q, const float *g, int d) {
+    for (int k = 0; k < d; k++) scratch[k] = q[k] * g[k];
+    return scratch;
+}
