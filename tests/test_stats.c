@@ -29,6 +29,20 @@ static void test_tail_mean(void) {
     CHECK(isnan(m) && used == 0, "tail_mean_no_evals", "got %g over %d, want NaN over 0", m, used);
 }
 
+static void test_tail_slope(void) {
+    // 13 points on y = 10 − 0.002·x with x = 0, 100, …, 1200, and a bump on the
+    // first two (outside the last 11): the slope is exactly −0.002.
+    double x[13], y[13];
+    for (int i = 0; i < 13; i++) x[i] = 100.0 * i, y[i] = 10 - 0.002 * x[i] + (i < 2 ? 5 : 0);
+    double b = stats_tail_slope(x, y, 13, STATS_TAIL_EVALS);
+    CHECK(close_to(b, -0.002, 1e-15), "tail_slope_line", "got %.17g, want -0.002", b);
+    // hand-computed: x 1 2 3, y 1 3 2: mean (2, 2), Σ dx·dy = (−1)(−1) + 0 + (1)(0) = 1, Σ dx² = 2 → 0.5
+    double x3[3] = {1, 2, 3}, y3[3] = {1, 3, 2};
+    b = stats_tail_slope(x3, y3, 3, STATS_TAIL_EVALS);
+    CHECK(close_to(b, 0.5, 1e-15), "tail_slope_three_points", "got %.17g, want 0.5", b);
+    CHECK(isnan(stats_tail_slope(x3, y3, 1, STATS_TAIL_EVALS)), "tail_slope_one_point", "not NaN");
+}
+
 static void test_mean_sd(void) {
     // 2 4 4 4 5 5 7 9: mean 5, squared deviations 9+1+1+1+0+0+4+16 = 32, sample sd sqrt(32/7)
     double x[8] = {2, 4, 4, 4, 5, 5, 7, 9};
@@ -108,6 +122,7 @@ static void test_metrics(void) {
 
 int main(void) {
     test_tail_mean();
+    test_tail_slope();
     test_mean_sd();
     test_paired();
     test_metrics();

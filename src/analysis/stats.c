@@ -24,6 +24,15 @@ double stats_tail_mean(const double *x, int n, int k, int *used) {
     return stats_mean(x + (n - u), u);
 }
 
+double stats_tail_slope(const double *x, const double *y, int n, int k) {
+    int u = n < k ? n : k;
+    if (u < 2) return NAN;
+    x += n - u, y += n - u;
+    double mx = stats_mean(x, u), my = stats_mean(y, u), sxy = 0, sxx = 0;
+    for (int i = 0; i < u; i++) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx);
+    return sxx > 0 ? sxy / sxx : NAN;
+}
+
 int stats_paired_diff(const double *a, const uint64_t *key_a, int na, const double *b,
                       const uint64_t *key_b, int nb, double *diff) {
     int n = 0;

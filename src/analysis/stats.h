@@ -14,6 +14,11 @@ double stats_sd(const double *x, int n);
 // Mean of the last k of the n values, or of all n when n < k (the caller
 // says so: *used receives how many were averaged). NAN when n == 0.
 double stats_tail_mean(const double *x, int n, int k, int *used);
+// Least-squares slope of y against x over the last k of the n points (all n
+// when n < k): how fast a validation curve still falls inside the window the
+// metric averages, i.e. whether it has flattened. NAN when fewer than 2
+// points or all x equal.
+double stats_tail_slope(const double *x, const double *y, int n, int k);
 // Paired differences a - b by key (the seed: same seed, same init and data
 // order). diff receives, in the order of a, one value for every key of a
 // that b also has; returns their count. A key repeated on one side pairs

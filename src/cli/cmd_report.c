@@ -48,6 +48,7 @@ typedef struct {
     int have_metrics;
     double tail;
     int tail_used;
+    double tail_slope;     // nats per 1000 steps over the metric's window
     char commits[4][48];   // distinct commits of its starts
     int n_commits, dirty, n_starts;
     char train_sha[65], val_sha[65], manifest_sha[65];
@@ -128,6 +129,11 @@ static int cmp_name(const void *a, const void *b) {
 }
 
 // Every DIR/runs/*/run.json, sorted by name.
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int load_runs(const char *dir, Run **out, int *n_out) {
     char runs_dir[4300];
     if (path_join(runs_dir, sizeof runs_dir, dir, "runs")) return MHAR_ERR;
@@ -184,6 +190,15 @@ static int load_runs(const char *dir, Run **out, int *n_out) {
             r->have_metrics = metrics_load(path, &r->m) == MHAR_OK;
         r->tail = r->have_metrics ? stats_tail_mean(r->m.val_loss, r->m.n_evals, STATS_TAIL_EVALS, &r->tail_used) : NAN;
         if (!r->have_metrics || r->m.n_evals == 0) r->done = 0;   // finished but nothing to report
+        r->tail_slope = NAN;
+        if (r->have_metrics && r->m.n_evals >= 2) {
+            double *xs = malloc(sizeof(double) * r->m.n_evals);
+            if (xs) {
+                for (int e = 0; e < r->m.n_evals; e++) xs[e] = (double)r->m.eval_step[e];
+                r->tail_slope = 1000 * stats_tail_slope(xs, r->m.val_loss, r->m.n_evals, STATS_TAIL_EVALS);
+                free(xs);
+            }
+        }
         if (path_join(path, sizeof path, r->dir, "probe.json") == MHAR_OK) r->probe = json_read_file(path);
         k++;
     }
@@ -668,9 +683,27 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
         fprintf(md, "%s%s\n", dirty ? " (with uncommitted changes)" : "",
                 nc > 1 ? " (**more than one**: see run.json `starts` for which commit trained what)" : "");
     }
-    fprintf(md, "- metric: per run, the mean of its last %d validation evaluations (SPEC §4)%s\n\n",
+    fprintf(md, "- metric: per run, the mean of its last %d validation evaluations (SPEC §4)%s\n",
             STATS_TAIL_EVALS, few_evals ? "; **some runs have fewer evaluations: their metric averages all of "
                                           "them** (the count is in the tables)" : "");
+    {   // have the curves flattened? the least-squares slope inside the metric's window
+        double lo = INFINITY, hi = -INFINITY, *sl = malloc(sizeof(double) * (n ? n : 1));
+        int ns = 0;
+        for (int i = 0; i < n && sl; i++)
+            if (runs[i].done && isfinite(runs[i].tail_slope)) {
+                sl[ns++] = runs[i].tail_slope;
+                lo = fmin(lo, runs[i].tail_slope), hi = fmax(hi, runs[i].tail_slope);
+            }
+        if (ns) {
+            qsort(sl, ns, sizeof *sl, cmp_double);
+            const double med = ns % 2 ? sl[ns / 2] : 0.5 * (sl[ns / 2 - 1] + sl[ns / 2]);
+            fprintf(md, "- flatness: inside the metric's window the validation loss still changes by %+.3f nats "
+                        "per 1000 steps (median over %d finished runs; range %+.3f to %+.3f); per run in the "
+                        "last table\n", med, ns, lo, hi);
+        }
+        free(sl);
+    }
+    fprintf(md, "\n");
 
     // ---- method × preset
     fprintf(md, "## Results\n\n### Validation loss: mean ± sample sd over seeds of the metric\n\n| method |");
@@ -784,8 +817,8 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
     }
 
     // ---- runs
-    fprintf(md, "## Runs\n\n| run | seed | status | step | evals | metric (evals) | last val | last train loss | "
-                "tok/s | starts |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    fprintf(md, "## Runs\n\n| run | seed | status | step | evals | metric (evals) | tail slope /1k steps | last val | "
+                "last train loss | tok/s | starts |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
         const Run *r = &runs[i];
         fprintf(md, "| %s | %llu | %s | %ld/%ld | %d | ", r->r.name, (unsigned long long)r->r.seed,
@@ -793,6 +826,8 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
                 r->r.steps, r->have_metrics ? r->m.n_evals : 0);
         if (r->have_metrics && r->m.n_evals) fprintf(md, "%.4f (%d)", r->tail, r->tail_used);
         else fprintf(md, "-");
+        if (isfinite(r->tail_slope)) fprintf(md, " | %+.3f", r->tail_slope);
+        else fprintf(md, " | -");
         if (r->have_metrics && r->m.n_evals) fprintf(md, " | %.4f", r->m.val_loss[r->m.n_evals - 1]);
         else fprintf(md, " | -");
         if (r->have_metrics && r->m.last_step) fprintf(md, " | %.4f | %.0f", r->m.last_loss, r->m.tok_per_s);
@@ -802,7 +837,7 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
     cJSON_ArrayForEach(gr, grid_runs) {
         int found = 0;
         for (int i = 0; i < n && !found; i++) found = !strcmp(runs[i].r.name, jstr(gr, "name"));
-        if (!found) fprintf(md, "| %s | - | not started | 0/%.0f | 0 | - | - | - | - | 0 |\n", jstr(gr, "name"),
+        if (!found) fprintf(md, "| %s | - | not started | 0/%.0f | 0 | - | - | - | - | - | 0 |\n", jstr(gr, "name"),
                             jnum(gr, "steps"));
     }
     fprintf(md, "\n");
@@ -823,6 +858,7 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
         cJSON_AddNumberToObject(o, "evals", runs[i].have_metrics ? runs[i].m.n_evals : 0);
         if (isfinite(runs[i].tail)) cJSON_AddNumberToObject(o, "metric", runs[i].tail);
         cJSON_AddNumberToObject(o, "evals_in_metric", runs[i].tail_used);
+        if (isfinite(runs[i].tail_slope)) cJSON_AddNumberToObject(o, "tail_slope_per_1k_steps", runs[i].tail_slope);
         if (runs[i].probe) cJSON_AddItemToObject(o, "probe", cJSON_Duplicate(runs[i].probe, 1));
         cJSON_AddItemToArray(ra, o);
     }
