@@ -175,6 +175,12 @@ for m, g in groups.items():
         p = g["minus_baseline"]
         assert p["n"] == 2 and abs(p["mean"] - statistics.mean(diff)) < 1e-9 and abs(p["sd"] - statistics.stdev(diff)) < 1e-9
         assert p["lower"] == sum(x < 0 for x in diff)
+for r in rep["runs"]:  # flatness: least-squares slope of the last 11 evaluations, per 1000 steps
+    ev = [json.loads(l) for l in open(f"{d}/runs/{r['name']}/metrics.jsonl") if "val_loss" in l][-11:]
+    xs, ys = [e["step"] for e in ev], [e["val_loss"] for e in ev]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    assert abs(r["tail_slope_per_1k_steps"] - 1000 * b) < 1e-9, (r["name"], r["tail_slope_per_1k_steps"], 1000 * b)
 EOF
 then pass report_numbers_match_python; else fail report_numbers_match_python "report.json differs from a recomputation"; fi
 if command -v gnuplot >/dev/null; then
