@@ -658,9 +658,11 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
                 runs[0].train_sha[0] ? " (sha256 " : "", runs[0].train_sha, runs[0].train_sha[0] ? "…)" : "",
                 r->val[0] ? r->val : "(built-in synthetic)", runs[0].val_sha[0] ? " (sha256 " : "", runs[0].val_sha,
                 runs[0].val_sha[0] ? "…)" : "");
-        fprintf(md, "- corpus manifest: %s%s%s%.16s%s\n", sweep && jstr(sweep, "manifest")[0] ? "`" : "none found",
-                sweep ? jstr(sweep, "manifest") : "", sweep && jstr(sweep, "manifest")[0] ? "`" : "",
-                runs[0].manifest_sha[0] ? " sha256 " : "", runs[0].manifest_sha);
+        const char *mpath = sweep ? jstr(sweep, "manifest") : "";
+        if (mpath[0]) fprintf(md, "- corpus manifest: `%s`%s%s\n", mpath, runs[0].manifest_sha[0] ? " sha256 " : "",
+                              runs[0].manifest_sha);
+        else if (runs[0].manifest_sha[0]) fprintf(md, "- corpus manifest: sha256 %s\n", runs[0].manifest_sha);
+        else fprintf(md, "- corpus manifest: none recorded\n");
         for (int i = 1; i < n; i++)
             if (strcmp(runs[i].train_sha, runs[0].train_sha) || strcmp(runs[i].val_sha, runs[0].val_sha) ||
                 strcmp(runs[i].manifest_sha, runs[0].manifest_sha)) {

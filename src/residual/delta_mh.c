@@ -160,7 +160,7 @@ static int gather(Residual *r, DeltaState *st, int s) {
     return n;
 }
 
-// Explicit 8-lane vectors with a fixed final tree (as in kernels/cpu/route.c):
+// Explicit 8-lane vectors with a fixed final tree (as in kernels/cpu/route_impl.h):
 // a plain float sum does not vectorise without -ffast-math.
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));

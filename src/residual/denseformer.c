@@ -95,7 +95,7 @@ static int df_bind(Residual *r) {
 
 // ---- row kernels (one token, d floats) ---------------------------------------------
 
-// Explicit 8-lane vectors with a fixed final tree (as in kernels/cpu/route.c):
+// Explicit 8-lane vectors with a fixed final tree (as in kernels/cpu/route_impl.h):
 // plain float sums do not vectorise without -ffast-math.
 typedef float v8 __attribute__((vector_size(32)));
 

@@ -79,7 +79,7 @@ static void read_weights(const Residual *r, int s, float p[NS]) {
 
 // ---- fixed-order dot products -------------------------------------------------
 
-// Explicit 8-lane vectors with a fixed final tree (as in kernels/cpu/route.c):
+// Explicit 8-lane vectors with a fixed final tree (as in kernels/cpu/route_impl.h):
 // plain float sums do not vectorise without -ffast-math.
 typedef float v8 __attribute__((vector_size(32)));
 
