@@ -16,7 +16,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/tool_*.c)))
 
-.PHONY: all test clean check-clang asan-test valgrind fuzz fuzz-build
+.PHONY: all test clean FORCE check-clang asan-test valgrind fuzz fuzz-build
 all: $(BIN) $(BUILD)/libmhar.a
 
 $(BUILD)/%.o: %.c
@@ -26,6 +26,18 @@ $(BUILD)/%.o: %.c
 # The routing forward is written for fused multiply-adds (see its header);
 # C11 mode forbids contracting a·b + c unless asked.
 %/kernels/cpu/route_forward.o: CFLAGS += -ffp-contract=fast
+
+# The commit the binary is built from, for run provenance (mhar sweep):
+# regenerated on every make, rewritten only when it changes.
+$(BUILD)/gen/commit.h: FORCE
+	@mkdir -p $(dir $@)
+	@c=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
+	 d=$$(git status --porcelain --untracked-files=no 2>/dev/null | head -c 1); \
+	 printf '#define MHAR_COMMIT "%s"\n#define MHAR_DIRTY %d\n' "$$c" $$([ -n "$$d" ] && echo 1 || echo 0) >$@.tmp; \
+	 if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/src/cli/cmd_sweep.o: $(BUILD)/gen/commit.h
+$(BUILD)/src/cli/cmd_sweep.o: CFLAGS += -I$(BUILD)/gen
+FORCE:
 
 $(BUILD)/libmhar.a: $(LIB_OBJ)
 	@rm -f $@

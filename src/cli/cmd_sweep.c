@@ -12,7 +12,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -30,6 +29,7 @@
 #include "analysis/metrics.h"
 #include "analysis/stats.h"
 #include "args.h"
+#include "commit.h"   // generated: MHAR_COMMIT, MHAR_DIRTY
 #include "commands.h"
 #include "io/atomic.h"
 #include "util/common.h"
@@ -106,35 +106,12 @@ static void format_time(char *buf, size_t cap, double s) {
     else snprintf(buf, cap, "%.1fs", s);
 }
 
-// The commit of the source tree the binary was built in (its directory), or
-// "unknown" outside a git checkout. dirty: tracked files differ from it.
-static void project_commit(const char *exe, char *commit, size_t cap, int *dirty) {
-    char dir[4096], cmd[8400], q[8300];
-    snprintf(dir, sizeof dir, "%s", exe);
-    char *d = dirname(dir);
-    size_t n = 0;   // single-quote the directory for the shell
-    q[n++] = '\'';
-    for (const char *p = d; *p && n + 5 < sizeof q; p++) {
-        if (*p == '\'') { memcpy(q + n, "'\\''", 4); n += 4; }
-        else q[n++] = *p;
-    }
-    q[n++] = '\'';
-    q[n] = 0;
-    snprintf(commit, cap, "unknown");
-    *dirty = 0;
-    snprintf(cmd, sizeof cmd, "git -C %s rev-parse HEAD 2>/dev/null", q);
-    FILE *p = popen(cmd, "r");
-    char line[128] = "";
-    if (p) {
-        if (fgets(line, sizeof line, p)) line[strcspn(line, "\r\n")] = 0;
-        if (pclose(p) == 0 && strlen(line) == 40) copy_str(commit, cap, line);
-    }
-    if (!strcmp(commit, "unknown")) return;
-    snprintf(cmd, sizeof cmd, "git -C %s status --porcelain --untracked-files=no 2>/dev/null", q);
-    if ((p = popen(cmd, "r"))) {
-        *dirty = fgetc(p) != EOF;
-        pclose(p);
-    }
+// The commit this binary was built from (Makefile: build/gen/commit.h), and
+// whether tracked files differed from it: a checkout's HEAD at run time
+// would name the wrong commit once the tree moves on while a sweep runs.
+static void project_commit(char *commit, size_t cap, int *dirty) {
+    copy_str(commit, cap, MHAR_COMMIT);
+    *dirty = MHAR_DIRTY;
 }
 
 static int cpu_count(void) {
@@ -415,7 +392,7 @@ int cmd_sweep(int argc, char **argv) {
         else sw.exe[n] = 0;
     }
     if (!rc) {
-        project_commit(sw.exe, sw.commit, sizeof sw.commit, &sw.dirty);
+        project_commit(sw.commit, sizeof sw.commit, &sw.dirty);
         if (g.manifest[0]) rc = sha256_file(g.manifest, sw.manifest_sha);
         if (!rc && g.runs[0].train[0]) rc = sha256_file(g.runs[0].train, sw.train_sha);
         if (!rc && g.runs[0].val[0]) rc = sha256_file(g.runs[0].val, sw.val_sha);
