@@ -5,6 +5,8 @@
 // runs on (hundreds of GiB to exabytes), so a missing check would show as an
 // allocation failure or an out-of-memory kill, not as a pass.
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -190,9 +192,24 @@ static void test_batch(void) {
 // The fuzzers' crash inputs, with the message each must now give.
 static void test_fuzz_regressions(void) {
     Bpe b;
-    int rc = bpe_load("fuzz/corpus/bpe/oom-huge-vocab-claim", &b);
-    CHECK(rc == MHAR_ERR && has(mhar_error(), "truncated") && has(mhar_error(), "need at least"),
+    int rc = bpe_load("fuzz/corpus/bpe/oom-huge-vocab-claim", &b);  // 721M ids: over BPE_MAX_VOCAB
+    CHECK(rc == MHAR_ERR && has(mhar_error(), "vocab_size 721420588, expected 256.."),
           "regress.bpe_vocab_claim_not_allocated", "%s", mhar_error());
+    {   // the same header claiming the largest vocabulary allowed: refused by size, before allocating
+        FILE *in = fopen("fuzz/corpus/bpe/oom-huge-vocab-claim", "rb");
+        unsigned char buf[4096];
+        size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+        if (in) fclose(in);
+        const uint32_t v = BPE_MAX_VOCAB;
+        memcpy(buf + 12, &v, 4);  // little-endian hosts, as the format
+        const char *big = tpath("max-vocab.bpe");
+        FILE *out = fopen(big, "wb");
+        if (!out || n < 40 || fwrite(buf, 1, n, out) != n) { perror(big); exit(2); }
+        fclose(out);
+        rc = bpe_load(big, &b);
+        CHECK(rc == MHAR_ERR && has(mhar_error(), "truncated") && has(mhar_error(), "need at least"),
+              "regress.bpe_max_vocab_claim_not_allocated", "%s", mhar_error());
+    }
     // state.json: eval_batches 2370955161 overflowed the int it is stored in.
     const char *run = tpath("run");
     char ck[600], link[700];
