@@ -14,39 +14,6 @@ static void nano(Config *c) {
     c->vocab_size = 97;
 }
 
-// Decoding token by token with the cache must give the logits of the full
-// causal forward pass at every position. Tolerance 1e-5 relative: the two
-// paths sum the same products in a different order in fp32.
-static void test_decode_matches_forward(void) {
-    Config c;
-    nano(&c);
-    Model full, dec;
-    model_create(&full, &c);
-    model_create(&dec, &c);
-    model_init_weights(&full, 3);
-    memcpy(dec.params, full.params, sizeof(float) * full.table.total);
-    const int T = 19;
-    int tokens[19];
-    for (int t = 0; t < T; t++) tokens[t] = (t * 37 + 5) % c.vocab_size;
-    model_alloc_acts(&full, 1, T);
-    model_alloc_acts(&dec, 1, 1);
-    model_forward(&full, tokens, NULL);
-    KVCache kv;
-    kvcache_init(&kv, &c, T);
-    double worst = 0;
-    for (int t = 0; t < T; t++) {
-        const float *lg = model_decode_step(&dec, &kv, tokens[t], t);
-        double ref[97];
-        for (int v = 0; v < c.vocab_size; v++) ref[v] = full.logits[(size_t)t * c.vocab_size + v];
-        double e = rel_err(lg, ref, c.vocab_size);
-        if (e > worst) worst = e;
-    }
-    CHECK(worst < 1e-5, "decode_matches_forward", "worst rel err %.3g", worst);
-    kvcache_free(&kv);
-    model_free(&full);
-    model_free(&dec);
-}
-
 static void train_steps(Model *m, int steps, float *out_loss) {
     AdamW opt;
     adamw_init(&opt, m->table.total);
@@ -103,7 +70,8 @@ static void test_flops(void) {
 // Every scheme, with perturbed weights (non-zero routing queries, mixed hc
 // streams): changing the input token at position j changes no logit before
 // j, bit for bit (same shapes, deterministic kernels), and does change the
-// logits at j; the KV-cache decoder agrees with the full forward pass. A
+// logits at j; the KV-cache decoder agrees with the full forward pass (to 1e-5
+// relative: the two paths sum the same products in another order). A
 // scheme that mixed tokens (a wrong stride in a stream or source buffer)
 // would leak the future and train to a suspiciously low loss.
 static void test_causal_every_scheme(void) {
@@ -187,7 +155,6 @@ static void test_mhar_h1_is_attnres(void) {
 
 int main(void) {
     test_mhar_h1_is_attnres();
-    test_decode_matches_forward();
     test_causal_every_scheme();
     test_deterministic();
     test_schedule();
