@@ -95,3 +95,10 @@ void route_backward(float *const *dsrc, float *dq, float *dg, float *scratch,
                     const float *dx, const float *w, const float *const *src,
                     int n_src, const float *q, const float *g, int n_tok, int d,
                     int H, float eps);
+// The same, but WRITES the dsrc rows instead of adding to them: for the
+// first backward to touch them (full routing's final read reads every
+// source), so they need no zeroing beforehand.
+void route_backward_set(float *const *dsrc, float *dq, float *dg, float *scratch,
+                        const float *dx, const float *w, const float *const *src,
+                        int n_src, const float *q, const float *g, int n_tok, int d,
+                        int H, float eps);

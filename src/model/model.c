@@ -294,7 +294,8 @@ void model_backward(Model *m, float loss_scale) {
     const Config *c = &m->cfg;
     Residual *r = &m->res;
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
-    for (int s = 0; s <= 2 * L; s++) memset(m->dsources[s], 0, sizeof(float) * (size_t)n * d);
+    if (!m->scheme->sets_source_grads)
+        for (int s = 0; s <= 2 * L; s++) memset(m->dsources[s], 0, sizeof(float) * (size_t)n * d);
     float *dlogits = m->logits;  // in place: the logits are not needed again
     xent_backward(dlogits, m->logits, m->targets, n, V, loss_scale / n);
     matmul_backward(m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);

@@ -46,12 +46,15 @@ static void mhar_read(Residual *r, int s) {
                   r->params + st->g[s], r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
 }
 
+// The final read (s = 2L) routes over every source and its backward runs
+// first: it sets each dsources row, the later sites add to them.
 static void mhar_read_backward(Residual *r, int s, const float *dx) {
     RouteState *st = r->priv;
     const Config *c = r->cfg;
-    route_backward(r->dsources, r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx, st->w[s],
-                   (const float *const *)r->sources, s + 1, r->params + st->q[s], r->params + st->g[s],
-                   r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
+    (s == 2 * c->num_hidden_layers ? route_backward_set : route_backward)(
+        r->dsources, r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx, st->w[s],
+        (const float *const *)r->sources, s + 1, r->params + st->q[s], r->params + st->g[s],
+        r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
 }
 
 static void no_write(Residual *r, int s) { (void)r; (void)s; }
@@ -72,6 +75,7 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
         .write = no_write,                       \
         .read_backward = mhar_read_backward,     \
         .write_backward = no_write,              \
+        .sets_source_grads = 1,                  \
         .route_weights = mhar_route_weights,     \
     }
 

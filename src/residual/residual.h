@@ -30,6 +30,9 @@ typedef struct {
     void (*read_backward)(Residual *r, int s, const float *dx);
     // write_backward: before the sublayer backward consumes dsources[s+1].
     void (*write_backward)(Residual *r, int s);
+    // Set when read_backward(2L), the first backward call, writes every
+    // dsources row instead of adding to it: the model then skips zeroing them.
+    int sets_source_grads;
     // Routing schemes only (NULL otherwise): the softmax weights the last
     // forward pass used at site s, [n_src, n_tok, H], and their count.
     const float *(*route_weights)(const Residual *r, int s, int *n_src);
@@ -40,7 +43,7 @@ struct Residual {
     const Config *cfg;
     int n_tok;               // tokens in the batch (B·T)
     float **sources;         // [2L+1] rows of [n_tok, d]: row 0 = embedding, row s+1 = o_s
-    float **dsources;        // their gradients, zeroed before backward
+    float **dsources;        // their gradients, zeroed before backward (see sets_source_grads)
     float **inputs;          // [2L+1] rows: x_s, and row 2L = h (final read)
     const ParamTable *table;
     float *params, *grads;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -66,15 +67,27 @@ double peak_rss_mb(void) {
     return ru.ru_maxrss / 1024.0; // Linux reports KiB
 }
 
+// Buffers of 2 MiB or more (the arenas) are asked to live on 2 MiB pages,
+// where the kernel allows it (transparent huge pages in "madvise" mode, the
+// common default, only for memory that asks). The routing kernels stream up
+// to 2L+1 source rows per token; on 4 KiB pages each stream misses the TLB
+// every few tokens (measured on 17 sites × 4096 tokens × d 256: routing
+// forward 25% and backward 10% faster on 2 MiB pages).
+enum { HUGE_PAGE = 2 << 20 };
+
 void *mhar_alloc(size_t bytes) {
-    size_t rounded = (bytes + 63) / 64 * 64;
+    const size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    size_t rounded = (bytes + align - 1) / align * align;
     if (rounded == 0) rounded = 64;
-    void *p = aligned_alloc(64, rounded);
+    void *p = aligned_alloc(align, rounded);
     if (!p) {
         mhar_fail("out of memory allocating %.1f MiB", bytes / 1048576.0);
         return NULL;
     }
-    memset(p, 0, rounded);
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE) (void)madvise(p, rounded, MADV_HUGEPAGE); // advice: refusal is harmless
+#endif
+    memset(p, 0, rounded); // also faults the pages in, huge where granted
     return p;
 }
 

@@ -54,6 +54,7 @@ typedef struct {
     const float *dx;         // [n_tok, d]; backward only
     const float *w;          // [N, n_tok, H]; backward only
     int n_src, n_tok, d, H;
+    int set_dsrc;            // backward: write dsrc rows instead of adding to them
     float eps;
 } Args;
 
