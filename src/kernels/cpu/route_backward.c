@@ -85,6 +85,7 @@ INLINE void backward_stats(Tmp T, const Args *A, int t, int hw) {
     const float *dxt = A->dx + (size_t)t * d;
     for (int n = 0; n < A->n_src; n++) {
         const float *S = A->src[n] + (size_t)t * d;
+        prefetch_w(A->w, n, t, A, 0);
         if (t + 1 < A->n_tok) {
             prefetch_row(S + d, d, 0);
             if (A->dsrc[n]) prefetch_row(A->dsrc[n] + (size_t)(t + 1) * d, d, 1);

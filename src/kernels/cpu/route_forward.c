@@ -97,6 +97,7 @@ INLINE void forward_token(float *restrict xt, float *restrict w, const Args *A, 
         for (int j = 0; j < nc; j++) {
             const float *S = A->src[n0 + j] + (size_t)t * A->d;
             if (t + 1 < A->n_tok) prefetch_row(S + A->d, A->d, 0);
+            if (h0 == 0) prefetch_w(w, n0 + j, t, A, 1);
             source_logits(lg[j], S, A, h0, hc, hw);
         }
         softmax_chunk(lg, nc, m, l, c, hc);
