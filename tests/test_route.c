@@ -571,25 +571,23 @@ static void time_route(void) {
     prob_free(p);
 }
 
-// A model's worth of full routing: 17 sources, site s reads sources 0..s
-// (one problem per site, all on the same source rows), forward then backward
-// last site first, as in a step.
+// A model's worth of full routing: 17 sources, site s reads sources 0..s,
+// forward then backward last site first, as in a step. One problem holds
+// the sources; every site uses its q, g and w slots (timing only: a site's
+// backward sees the w of the last forward).
 static void time_chain(void) {
     const Dims m = {17, 4096, 256, 8};
-    const size_t td = (size_t)m.T * m.d;
-    Prob *site = xcalloc(m.N, sizeof(Prob));
-    for (int s = 0; s < m.N; s++) {
-        site[s] = prob_new((Dims){s + 1, m.T, m.d, m.H}, RANDOM, 11 + s);
-        for (int n = 0; n < s; n++) memcpy(site[s].src[n], site[n].src[n], td * sizeof(float));
-    }
-    float **dsrc = site[m.N - 1].dsrc;  // every site accumulates into the last site's dsrc
+    Prob p = prob_new(m, RANDOM, 11);
+    const float *const *src = (const float *const *)p.src;
     double tf, tb;
-    BEST_OF(5, tf, for (int s = 0; s < m.N; s++) prob_forward(&site[s]));
-    BEST_OF(5, tb, for (int s = m.N - 1; s >= 0; s--) prob_backward(&site[s], dsrc));
+    BEST_OF(5, tf, for (int s = 0; s < m.N; s++) route_forward(p.x, p.w, p.scratch, src, s + 1, p.q,
+                                                              p.g, m.T, m.d, m.H, EPS));
+    BEST_OF(5, tb, for (int s = m.N - 1; s >= 0; s--) route_backward(p.dsrc, p.dq, p.dg, p.scratch, p.dx,
+                                                                     p.w, src, s + 1, p.q, p.g, m.T,
+                                                                     m.d, m.H, EPS));
     printf("INFO route chain (17 sites, site s reads sources 0..s): forward %.2f ms, backward %.2f ms\n",
            tf * 1e3, tb * 1e3);
-    for (int s = 0; s < m.N; s++) prob_free(site[s]);
-    free(site);
+    prob_free(p);
 }
 
 int main(int argc, char **argv) {
