@@ -92,6 +92,14 @@ static void test_safetensors(void) {
     ptable_free(&t);
 }
 
+// A size whose rounding up to the (huge) page would wrap is refused, not
+// turned into a tiny buffer.
+static void test_alloc(void) {
+    void *p = mhar_alloc(SIZE_MAX - 5);
+    CHECK(p == NULL && has(mhar_error(), "out of memory"), "limits.alloc_size_wraps", "%s",
+          p ? "got a buffer" : mhar_error());
+}
+
 static void test_tokens(void) {
     const char *p = tpath("claims.bin");
     unsigned char h[32 + 8] = {'M', 'H', 'A', 'R', 'T', 'O', 'K', 0};
@@ -238,6 +246,7 @@ int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mhar_test_limits.XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 2; }
     test_safetensors();
+    test_alloc();
     test_tokens();
     test_config();
     test_batch();

@@ -587,6 +587,8 @@ static void time_chain(void) {
                                                                      m.d, m.H, EPS));
     printf("INFO route chain (17 sites, site s reads sources 0..s): forward %.2f ms, backward %.2f ms\n",
            tf * 1e3, tb * 1e3);
+    CHECK(isfinite(p.x[0]) && isfinite(p.dq[0]) && isfinite(p.dsrc[0][0]), "route chain runs",
+          "non-finite output");
     prob_free(p);
 }
 

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,10 @@ enum { HUGE_PAGE = 2 << 20 };
 
 void *mhar_alloc(size_t bytes) {
     const size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    if (bytes > SIZE_MAX - align) { // rounding up would wrap to a small size
+        mhar_fail("out of memory allocating %.1f MiB", bytes / 1048576.0);
+        return NULL;
+    }
     size_t rounded = (bytes + align - 1) / align * align;
     if (rounded == 0) rounded = 64;
     void *p = aligned_alloc(align, rounded);
