@@ -120,11 +120,44 @@ static void test_metrics(void) {
     CHECK(metrics_load("/nonexistent/metrics.jsonl", &m) != 0, "metrics_missing_file", "no error for a missing file");
 }
 
+static void test_common_seeds(void) {
+    // H = 1 on seeds 1 2 3, H = 8 on seeds 3 1 2, H = 2 on seed 1 only, H = 4 on seeds 2 1:
+    // every list holds seed 1 only -> loss against H on seed 1.
+    uint64_t h1[3] = {1, 2, 3}, h8[3] = {3, 1, 2}, h2[1] = {1}, h4[2] = {2, 1}, common[3];
+    const uint64_t *keys[4] = {h1, h8, h2, h4};
+    int n[4] = {3, 3, 1, 2};
+    int nc = stats_common_keys(keys, n, 4, common);
+    CHECK(nc == 1 && common[0] == 1, "common_seeds_one", "got %d seeds (first %llu), want seed 1 only", nc,
+          nc ? (unsigned long long)common[0] : 0ull);
+    nc = stats_common_keys(keys, n, 2, common);   // H = 1 and 8: all three, in H = 1's order
+    CHECK(nc == 3 && common[0] == 1 && common[1] == 2 && common[2] == 3, "common_seeds_all", "got %d", nc);
+    uint64_t none[1] = {9};
+    const uint64_t *k2[2] = {h1, none};
+    int n2[2] = {3, 1};
+    CHECK(stats_common_keys(k2, n2, 2, common) == 0, "common_seeds_none", "found a common seed");
+    uint64_t rep[3] = {2, 2, 1};   // a repeated seed is listed once
+    const uint64_t *k3[2] = {rep, h1};
+    int n3[2] = {3, 3};
+    nc = stats_common_keys(k3, n3, 2, common);
+    CHECK(nc == 2 && common[0] == 2 && common[1] == 1, "common_seeds_repeated", "got %d", nc);
+    // H = 8's losses on seeds 3 1 2 are 4.0 4.5 5.5: on seed 1 -> 4.5; on seeds {1, 3} -> 4.25
+    double x[3] = {4.0, 4.5, 5.5};
+    uint64_t keep1[1] = {1}, keep13[2] = {3, 1};
+    CHECK(stats_mean_on_keys(x, h8, 3, keep1, 1) == 4.5 && stats_mean_on_keys(x, h8, 3, keep13, 2) == 4.25,
+          "mean_on_seeds", "got %g and %g, want 4.5 and 4.25", stats_mean_on_keys(x, h8, 3, keep1, 1),
+          stats_mean_on_keys(x, h8, 3, keep13, 2));
+    // a repeated seed counts once (its first value); no kept seed -> NaN
+    uint64_t kr[3] = {1, 1, 2};
+    CHECK(stats_mean_on_keys(x, kr, 3, keep1, 1) == 4.0 && isnan(stats_mean_on_keys(x, h8, 3, none, 1)),
+          "mean_on_seeds_repeated_none", "got %g", stats_mean_on_keys(x, kr, 3, keep1, 1));
+}
+
 int main(void) {
     test_tail_mean();
     test_tail_slope();
     test_mean_sd();
     test_paired();
+    test_common_seeds();
     test_metrics();
     CHECK_EXIT();
 }

@@ -13,7 +13,8 @@
 #   - report.md / report.json hold every run, and their numbers match a
 #     Python recomputation from metrics.jsonl (mean of the last 11
 #     evaluations, mean / sample sd over seeds, paired difference);
-#   - probe on the attnres and mhar runs, refused on baseline, and in the report.
+#   - probe on the attnres and mhar runs, refused on baseline, and in the report;
+#   - head counts run on different seeds are also compared on their common seeds.
 set -u
 cd "$(dirname "$0")/.."
 M=${MHAR_BIN:-$PWD/mhar}
@@ -192,3 +193,24 @@ else
     else fail report_plots_without_gnuplot "no note about the missing gnuplot"; fi
 fi
 expect_error report_not_a_sweep "cannot open" $M report "$W/nothing"
+
+# ---- report: head counts run on different seeds are also compared on the seeds
+# every H has (here mhar H = 2 loses seed 2: seed 1 only, from metrics.jsonl)
+cp -r "$W/sw" "$W/sw1" && rm -rf "$W/sw1/runs/nano-mhar-h2-s2"
+$M report "$W/sw1" >/dev/null 2>&1
+line=$(grep "not all run on the same seeds" "$W/sw1/report.md")
+if python3 - "$W/sw1" "$line" <<'EOF2'
+import json, re, sys
+d, line = sys.argv[1], sys.argv[2]
+def metric(run):
+    ev = [json.loads(l)["val_loss"] for l in open(f"{d}/runs/{run}/metrics.jsonl") if "val_loss" in l][-11:]
+    return sum(ev) / len(ev)
+m = re.search(r"seed every H has \(1\): H=1 ([0-9.]+), H=2 ([0-9.]+)\. Minimum at H=(\d+)", line)
+assert m, line
+a, b = metric("nano-attnres-s1"), metric("nano-mhar-h2-s1")
+assert abs(float(m.group(1)) - a) < 6e-5 and abs(float(m.group(2)) - b) < 6e-5, (line, a, b)
+assert int(m.group(3)) == (1 if a <= b else 2), line
+EOF2
+then pass report_heads_on_common_seeds; else fail report_heads_on_common_seeds "line: $line"; fi
+if ! grep -q "not all run on the same seeds" "$W/sw/report.md"; then pass report_heads_same_seeds_no_extra_line
+else fail report_heads_same_seeds_no_extra_line "the common-seeds line appears though every H has seeds 1 and 2"; fi

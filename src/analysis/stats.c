@@ -45,3 +45,27 @@ int stats_paired_diff(const double *a, const uint64_t *key_a, int na, const doub
     }
     return n;
 }
+
+static int has_key(const uint64_t *keys, int n, uint64_t k) {
+    for (int i = 0; i < n; i++)
+        if (keys[i] == k) return 1;
+    return 0;
+}
+
+int stats_common_keys(const uint64_t *const *keys, const int *n, int m, uint64_t *common) {
+    int nc = 0;
+    for (int i = 0; m > 0 && i < n[0]; i++) {
+        int in_all = !has_key(common, nc, keys[0][i]);
+        for (int j = 1; j < m && in_all; j++) in_all = has_key(keys[j], n[j], keys[0][i]);
+        if (in_all) common[nc++] = keys[0][i];
+    }
+    return nc;
+}
+
+double stats_mean_on_keys(const double *x, const uint64_t *key, int n, const uint64_t *keep, int nkeep) {
+    double s = 0;
+    int used = 0;
+    for (int i = 0; i < n; i++)
+        if (has_key(keep, nkeep, key[i]) && !has_key(key, i, key[i])) s += x[i], used++;
+    return used ? s / used : NAN;
+}

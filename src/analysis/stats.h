@@ -25,3 +25,11 @@ double stats_tail_slope(const double *x, const double *y, int n, int k);
 // only its first occurrence.
 int stats_paired_diff(const double *a, const uint64_t *key_a, int na, const double *b,
                       const uint64_t *key_b, int nb, double *diff);
+// The keys (seeds) that every one of the m key lists holds, in the order of
+// the first list, each once; returns their count (at most n[0]). Comparing
+// means over different seed sets mixes the seeds' own spread into the
+// comparison, so "loss against H" is also stated on these common seeds.
+int stats_common_keys(const uint64_t *const *keys, const int *n, int m, uint64_t *common);
+// Mean of the x[i] whose key is one of keep[0..nkeep) (a key repeated in x
+// counts once, its first occurrence); NAN when none is.
+double stats_mean_on_keys(const double *x, const uint64_t *key, int n, const uint64_t *keep, int nkeep);

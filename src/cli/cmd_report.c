@@ -33,10 +33,11 @@ static const char *usage =
     "Summarises the sweep in DIR (mhar sweep --out DIR) into DIR/report.md and\n"
     "DIR/report.json, with PNG plots by gnuplot in DIR/plots/: validation loss\n"
     "per scheme (mean over seeds), its tail, and loss against the routing head\n"
-    "count H (H = 1: attnres). The metric of a run is the mean of its last 11\n"
-    "validation evaluations (all of them, said so, when it has fewer); tables give\n"
-    "mean +- sample sd over seeds and the paired difference to baseline (same\n"
-    "seed: same init and data order). Unfinished runs are listed, not counted.\n"
+    "count H (H = 1: attnres; also on the seeds every H has, when they differ).\n"
+    "The metric of a run is the mean of its last 11 validation evaluations (all\n"
+    "of them, said so, when it has fewer); tables give mean +- sample sd over\n"
+    "seeds and the paired difference to baseline (same seed: same init and data\n"
+    "order). Unfinished runs are listed, not counted.\n"
     "probe.json files (mhar probe --run) are tabled beside the losses.";
 
 typedef struct {
@@ -415,6 +416,24 @@ static int heads_groups(const Group *gs, int lo, int hi, const Group **out, int 
     return n;
 }
 
+// Loss against H on the seeds that every H has: when the head counts were run
+// on different seeds (say H = 8 on three, H = 2 on one), their plain means
+// differ by the seeds' own spread as well, so the comparison is also made on
+// the common seeds. Fills common[0..) (cap: hg[0]->n) and y[k], and returns
+// how many seeds are common, or 0 when every H has the same seeds (nothing
+// to add) or none in common.
+static int heads_on_common_seeds(const Group *const *hg, int n, uint64_t *common, double *y) {
+    const uint64_t *keys[64] = {0};
+    int counts[64] = {0}, same = 1;
+    if (n < 2 || n > 64) return 0;
+    for (int k = 0; k < n; k++) keys[k] = hg[k]->seeds, counts[k] = hg[k]->n;
+    int nc = stats_common_keys(keys, counts, n, common);
+    for (int k = 0; k < n; k++) same &= hg[k]->n == nc;
+    if (same || nc == 0) return 0;
+    for (int k = 0; k < n; k++) y[k] = stats_mean_on_keys(hg[k]->vals, hg[k]->seeds, hg[k]->n, common, nc);
+    return nc;
+}
+
 // Two plots against H (attnres as H = 1): the metric, mean ± one sample sd
 // over seeds, with baseline, hc and denseformer as horizontal references; and
 // the paired difference to baseline, mean ± sd over seeds -- the seeds' own
@@ -427,9 +446,13 @@ static void plot_heads(const char *plots, const Group *gs, int lo, int hi, const
     int n = heads_groups(gs, lo, hi, hg, 64), nr = 0;
     if (n < 2) return;
     for (int k = 0; k < n; k++) { x[k] = group_heads(hg[k]); y[k] = hg[k]->mean; e[k] = hg[k]->sd; }
-    PlotSeries s[4];
+    PlotSeries s[5];
     s[0] = (PlotSeries){"MHAR (H = 1: attnres), mean ± sd over seeds", SERIES_ERRORBARS, x, y, e, n};
     int ns = 1;
+    uint64_t common[256];
+    double yc[64];
+    if (hg[0]->n <= 256 && heads_on_common_seeds(hg, n, common, yc))
+        s[ns++] = (PlotSeries){"mean on the seeds every H has", SERIES_LINES, x, yc, NULL, n};
     const char *refs[3] = {"baseline", "hc", "denseformer"};
     const Group *rg[3];
     for (int k = 0; k < 3; k++) {
@@ -545,6 +568,19 @@ static void headline(FILE *md, const Group *gs, int lo, int hi) {
                      group_heads(h[0]), h[0]->mean - h[imin]->mean, group_heads(h[n - 1]),
                      h[n - 1]->mean - h[imin]->mean);
         fprintf(md, ".\n");
+        uint64_t common[256];
+        double yc[64];
+        int nc = h[0]->n <= 256 ? heads_on_common_seeds(h, n, common, yc) : 0;
+        if (nc) {
+            int cmin = 0;
+            for (int k = 1; k < n; k++) if (yc[k] < yc[cmin]) cmin = k;
+            fprintf(md, "- The head counts were not all run on the same seeds; on the %s every H has (",
+                    nc == 1 ? "seed" : "seeds");
+            for (int c = 0; c < nc; c++) fprintf(md, "%s%llu", c ? ", " : "", (unsigned long long)common[c]);
+            fprintf(md, "):");
+            for (int k = 0; k < n; k++) fprintf(md, "%s H=%d %.4f", k ? "," : "", group_heads(h[k]), yc[k]);
+            fprintf(md, ". Minimum at H=%d.\n", group_heads(h[cmin]));
+        }
         const Group *att = find_group(gs + lo, hi - lo, &gs[lo], "attnres");
         if (att && h[imin] != att) {
             Paired p = paired(h[imin], att);
