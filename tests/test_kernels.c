@@ -498,7 +498,7 @@ static void test_attention(AttShape s) {
     float *q = frandn(nq, 2), *k = frandn(nk, 2), *v = frandn(nk, 1), *dy = frandn(nq, 1);
     float *y = fnew(nq), *att = fnew(na), *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
     float *dq2 = fnew(nq), *dk2 = fnew(nk), *dv2 = fnew(nk);
-    float *scr = fnew(attention_scratch_floats(s.B, s.T, s.nh));
+    float *scr = fnew(attention_scratch_floats(s.B, s.T, s.nkv));
     double *qd = to_d(q, nq), *kd = to_d(k, nk), *vd = to_d(v, nk), *dyd = to_d(dy, nq);
     double *yr = dnew(nq), *Pr = dnew(na), *dqr = dnew(nq), *dkr = dnew(nk), *dvr = dnew(nk);
 
@@ -519,7 +519,7 @@ static void test_attention(AttShape s) {
     fill_nan(dq, nq); // overwritten, not accumulated; scratch needs no init
     fill_nan(dk, nk);
     fill_nan(dv, nk);
-    fill_nan(scr, attention_scratch_floats(s.B, s.T, s.nh));
+    fill_nan(scr, attention_scratch_floats(s.B, s.T, s.nkv));
     attention_backward(dq, dk, dv, scr, dy, att, q, k, v, s.B, s.T, s.nh, s.nkv, s.hd);
     ref_attn_bwd(dqr, dkr, dvr, dyd, Pr, qd, kd, vd, s);
     double eq = rel_err(dq, dqr, nq), ek = rel_err(dk, dkr, nk), ev = rel_err(dv, dvr, nk);

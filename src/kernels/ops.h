@@ -53,8 +53,9 @@ void rope_backward(float *dx, int B, int T, int n_heads, int hd, int pos0,
 void attention_forward(float *y, float *att, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd);
 // dy [B, T, nh, hd] -> dq [B, T, nh, hd], dk, dv [B, T, nkv, hd] (overwritten).
-// scratch: attention_scratch_floats(...) floats. O(T²·hd) per head.
-size_t attention_scratch_floats(int B, int T, int nh);
+// scratch: attention_scratch_floats(B, T, nkv) floats, one T×T block per
+// (batch, kv head): the query heads sharing a kv head reuse it in turn.
+size_t attention_scratch_floats(int B, int T, int nkv);
 void attention_backward(float *dq, float *dk, float *dv, float *scratch,
                         const float *dy, const float *att, const float *q,
                         const float *k, const float *v, int B, int T, int nh,

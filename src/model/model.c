@@ -141,7 +141,7 @@ static void carve_all(Model *m, Carver *cv) {
     m->d_q = carve(cv, n * nh * hd); m->d_k = carve(cv, n * nkv * hd); m->d_v = carve(cv, n * nkv * hd);
     m->d_y = carve(cv, n * nh * hd);
     m->d_gate = carve(cv, n * f); m->d_up = carve(cv, n * f); m->d_hid = carve(cv, n * f);
-    m->att_scratch = carve(cv, attention_scratch_floats(m->B, m->T, nh));
+    m->att_scratch = carve(cv, attention_scratch_floats(m->B, m->T, nkv));
     m->res.scratch_floats = route_scratch_floats(rows, d, c->attnres_num_heads);
     m->res.scratch = carve(cv, m->res.scratch_floats);
     m->res.acts = carve(cv, m->scheme->act_floats(c, (int)n));

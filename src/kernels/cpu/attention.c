@@ -167,8 +167,8 @@ static void attention_head_dkv(float *dK, float *dV, const float *dS, const floa
 
 // Floats of scratch attention_backward needs: one [T, T] dS buffer per
 // (batch, query head), enough for any nkv.
-size_t attention_scratch_floats(int B, int T, int nh) {
-    return (size_t)B * nh * T * T;
+size_t attention_scratch_floats(int B, int T, int nkv) {
+    return (size_t)B * nkv * T * T;
 }
 
 // dy [B, T, nh, hd], att [B, nh, T, T], q [B, T, nh, hd], k, v [B, T, nkv, hd]
@@ -184,7 +184,7 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch,
     for (int bg = 0; bg < B * nkv; bg++) {
         int b = bg / nkv, g = bg % nkv;
         size_t ko = (size_t)b * T * ldk + (size_t)g * hd;
-        float *dS = scratch + ((size_t)b * nh + (size_t)g * rep) * T * T;
+        float *dS = scratch + (size_t)bg * T * T;   // this task's own block
         for (int r = 0; r < rep; r++) {
             int h = g * rep + r;
             size_t qo = (size_t)b * T * ldq + (size_t)h * hd;
