@@ -7,8 +7,8 @@ set ylabel "method - baseline, same seed (nats/token)"
 set grid
 set key below
 set logscale x 2
-set xtics ("1" 1, "8" 8)
-set xrange [0.666667:12]
+set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
+set xrange [0.666667:24]
 plot "heads_delta_nano.dat" index 0 using 1:2:3 with yerrorlines lw 2 pt 7 title "MHAR (H = 1: attnres) - baseline, same seed: mean ± sd", \
      0 with lines dashtype 2 lw 2 title "baseline", \
      -0.1460959091 with lines dashtype 2 lw 2 title "hc"

@@ -9,4 +9,7 @@ set key outside right top
 plot "val_nano.dat" index 0 using 1:2 with lines lw 2 title "baseline", \
      "val_nano.dat" index 1 using 1:2 with lines lw 2 title "hc", \
      "val_nano.dat" index 2 using 1:2 with lines lw 2 title "attnres", \
-     "val_nano.dat" index 3 using 1:2 with lines lw 2 title "mhar-h8"
+     "val_nano.dat" index 3 using 1:2 with lines lw 2 title "mhar-h2", \
+     "val_nano.dat" index 4 using 1:2 with lines lw 2 title "mhar-h4", \
+     "val_nano.dat" index 5 using 1:2 with lines lw 2 title "mhar-h8", \
+     "val_nano.dat" index 6 using 1:2 with lines lw 2 title "mhar-h16"

@@ -10,4 +10,7 @@ set xrange [4800:*]
 plot "val_tail_nano.dat" index 0 using 1:2 with lines lw 2 title "baseline", \
      "val_tail_nano.dat" index 1 using 1:2 with lines lw 2 title "hc", \
      "val_tail_nano.dat" index 2 using 1:2 with lines lw 2 title "attnres", \
-     "val_tail_nano.dat" index 3 using 1:2 with lines lw 2 title "mhar-h8"
+     "val_tail_nano.dat" index 3 using 1:2 with lines lw 2 title "mhar-h2", \
+     "val_tail_nano.dat" index 4 using 1:2 with lines lw 2 title "mhar-h4", \
+     "val_tail_nano.dat" index 5 using 1:2 with lines lw 2 title "mhar-h8", \
+     "val_tail_nano.dat" index 6 using 1:2 with lines lw 2 title "mhar-h16"
