@@ -166,7 +166,7 @@ static void attention_head_dkv(float *dK, float *dV, const float *dS, const floa
 }
 
 // Floats of scratch attention_backward needs: one [T, T] dS buffer per
-// (batch, query head), enough for any nkv.
+// (batch, kv head), the task that owns it (its query heads reuse it in turn).
 size_t attention_scratch_floats(int B, int T, int nkv) {
     return (size_t)B * nkv * T * T;
 }
