@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../io/atomic.h"
+#include "../residual/residual.h"
 #include "../util/common.h"
 
 // Caps well above any model mhar can train; anything larger is a typo or a
@@ -19,8 +20,6 @@
 #define MAX_FFN (1 << 20)
 #define MAX_POSITIONS (1 << 20)
 
-static const char *const MODES[] = {"baseline", "hc",          "attnres", "mhar",
-                                    "block",    "denseformer", "delta_mh"};
 
 typedef struct {
     const char *name;
@@ -72,12 +71,6 @@ static int check_range(const char *origin, const char *key, int v, int lo, int h
     return MHAR_OK;
 }
 
-static int mode_known(const char *mode) {
-    for (size_t i = 0; i < sizeof MODES / sizeof MODES[0]; i++)
-        if (strcmp(mode, MODES[i]) == 0) return 1;
-    return 0;
-}
-
 static int validate_sizes(const Config *c, const char *o) {
     if (check_range(o, "vocab_size", c->vocab_size, 1, MAX_VOCAB) ||
         check_range(o, "hidden_size", c->hidden_size, 1, MAX_HIDDEN) ||
@@ -110,27 +103,14 @@ static int validate_attention(const Config *c, const char *o) {
 
 static int validate_residual(const Config *c, const char *o) {
     const char *m = c->attnres_mode;
-    if (!memchr(m, '\0', sizeof c->attnres_mode) || !mode_known(m))
-        return mhar_fail("%s: attnres_mode '%.15s' is unknown (expected baseline, hc, attnres, "
-                         "mhar, block, denseformer or delta_mh)", o, m);
-    if (check_range(o, "attnres_num_heads", c->attnres_num_heads, 1, c->hidden_size))
-        return MHAR_ERR;
-    if (c->hidden_size % c->attnres_num_heads != 0)
-        return mhar_fail("%s: hidden_size %d is not divisible by attnres_num_heads %d", o,
-                         c->hidden_size, c->attnres_num_heads);
-    if (strcmp(m, "attnres") == 0 && c->attnres_num_heads != 1)
-        return mhar_fail("%s: attnres_num_heads is %d, but attnres_mode 'attnres' is single-head "
-                         "(use 'mhar' for several heads)", o, c->attnres_num_heads);
-    int need_blocks = strcmp(m, "block") == 0 || strcmp(m, "delta_mh") == 0;
-    if (check_range(o, "attnres_num_blocks", c->attnres_num_blocks, need_blocks ? 1 : 0,
-                    c->num_hidden_layers)) {
-        if (need_blocks)
-            return mhar_fail("%s: attnres_num_blocks is %d; attnres_mode '%s' needs 1..%d "
-                             "(at most num_hidden_layers)", o, c->attnres_num_blocks, m,
-                             c->num_hidden_layers);
-        return MHAR_ERR;
+    const ResidualScheme *s = memchr(m, '\0', sizeof c->attnres_mode) ? residual_find(m) : NULL;
+    if (!s) {
+        char names[256];
+        return mhar_fail("%s: attnres_mode '%.15s' is unknown (expected one of: %s)", o, m,
+                         residual_names(names, sizeof names, ", ", NULL));
     }
-    return MHAR_OK;
+    return residual_check_shape(s, c->attnres_num_heads, c->attnres_num_blocks, c->hidden_size,
+                                c->num_hidden_layers, o);
 }
 
 int config_validate(const Config *c, const char *origin) {
@@ -187,9 +167,11 @@ static int get_mode(const cJSON *root, const char *path, char *out, size_t cap) 
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "attnres_mode");
     if (!it) return MHAR_OK;
     if (!cJSON_IsString(it)) return mhar_fail("%s: key 'attnres_mode' must be a string", path);
-    if (strlen(it->valuestring) >= cap || !mode_known(it->valuestring))
-        return mhar_fail("%s: attnres_mode '%.40s' is unknown (expected baseline, hc, attnres, "
-                         "mhar, block, denseformer or delta_mh)", path, it->valuestring);
+    if (strlen(it->valuestring) >= cap || !residual_find(it->valuestring)) {
+        char names[256];
+        return mhar_fail("%s: attnres_mode '%.40s' is unknown (expected one of: %s)", path, it->valuestring,
+                         residual_names(names, sizeof names, ", ", NULL));
+    }
     strcpy(out, it->valuestring);
     return MHAR_OK;
 }

@@ -438,7 +438,8 @@ int model_save(const Model *m, const char *dir) {
 void model_free(Model *m) {
     mhar_free(m->params); mhar_free(m->grads); mhar_free(m->arena); mhar_free(m->layers);
     mhar_free(m->sources); mhar_free(m->dsources); mhar_free(m->inputs);
-    mhar_free(m->attn); mhar_free(m->mlp); mhar_free(m->res.priv);
+    mhar_free(m->attn); mhar_free(m->mlp);
+    residual_release(&m->res);
     ptable_free(&m->table);
     memset(m, 0, sizeof *m);
 }

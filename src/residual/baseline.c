@@ -28,6 +28,11 @@ static void baseline_read_backward(Residual *r, int s, const float *dx) {
 
 const ResidualScheme residual_baseline = {
     .name = "baseline",
+    .summary = "the standard pre-norm residual stream",
+    .heads = HEADS_NONE,
+    .default_heads = 1,
+    .needs_blocks = 0,
+    .from_scratch = 1,
     .add_params = no_params,
     .init_params = NULL,
     .act_floats = no_acts,

@@ -125,6 +125,11 @@ static const float *block_route_weights(const Residual *r, int s, int *n_src) {
 
 const ResidualScheme residual_block = {
     .name = "block",
+    .summary = "block routing: H heads over N block summaries",
+    .heads = HEADS_ANY,
+    .default_heads = 8,
+    .needs_blocks = 1,
+    .from_scratch = 1,
     .add_params = block_add_params,
     .act_floats = block_act_floats,
     .bind = block_bind,
@@ -132,5 +137,6 @@ const ResidualScheme residual_block = {
     .write = block_write,
     .read_backward = block_read_backward,
     .write_backward = block_write_backward,
+    .release = residual_free_priv,
     .route_weights = block_route_weights,
 };

@@ -305,6 +305,11 @@ static void delta_write_backward(Residual *r, int s) {
 // embedding and expect a final site; here source 0 is z_s and h = r.
 const ResidualScheme residual_delta_mh = {
     .name = "delta_mh",
+    .summary = "identity-preserving conversion of a baseline (mhar convert)",
+    .heads = HEADS_ANY,
+    .default_heads = 8,
+    .needs_blocks = 1,
+    .from_scratch = 0,
     .add_params = delta_add_params,
     .act_floats = delta_act_floats,
     .bind = delta_bind,
@@ -312,4 +317,5 @@ const ResidualScheme residual_delta_mh = {
     .write = delta_write,
     .read_backward = delta_read_backward,
     .write_backward = delta_write_backward,
+    .release = residual_free_priv,
 };

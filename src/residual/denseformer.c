@@ -212,6 +212,11 @@ static void df_write_backward(Residual *r, int s) { (void)r; (void)s; }
 
 const ResidualScheme residual_denseformer = {
     .name = "denseformer",
+    .summary = "depth-weighted averaging of every layer output",
+    .heads = HEADS_NONE,
+    .default_heads = 1,
+    .needs_blocks = 0,
+    .from_scratch = 1,
     .add_params = df_add_params,
     .init_params = df_init_params,
     .act_floats = df_act_floats,
@@ -220,4 +225,5 @@ const ResidualScheme residual_denseformer = {
     .write = df_write,
     .read_backward = df_read_backward,
     .write_backward = df_write_backward,
+    .release = residual_free_priv,
 };

@@ -326,6 +326,11 @@ static void hc_write_backward(Residual *r, int s) { (void)r; (void)s; }
 
 const ResidualScheme residual_hc = {
     .name = "hc",
+    .summary = "static hyper-connections, 4 streams",
+    .heads = HEADS_NONE,
+    .default_heads = 1,
+    .needs_blocks = 0,
+    .from_scratch = 1,
     .add_params = hc_add_params,
     .init_params = hc_init_params,
     .act_floats = hc_act_floats,
@@ -334,4 +339,5 @@ const ResidualScheme residual_hc = {
     .write = hc_write,
     .read_backward = hc_read_backward,
     .write_backward = hc_write_backward,
+    .release = residual_free_priv,
 };

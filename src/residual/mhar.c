@@ -65,9 +65,13 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
 }
 
 // attnres is mhar with H = 1 (config validation enforces the head count).
-#define ROUTE_SCHEME(mode)                       \
+#define ROUTE_SCHEME(mode, summary_, heads_, default_heads_) \
     {                                            \
         .name = mode,                            \
+        .summary = summary_,                     \
+        .heads = heads_,                         \
+        .default_heads = default_heads_,         \
+        .from_scratch = 1,                       \
         .add_params = mhar_add_params,           \
         .act_floats = mhar_act_floats,           \
         .bind = mhar_bind,                       \
@@ -77,7 +81,8 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
         .write_backward = no_write,              \
         .sets_source_grads = 1,                  \
         .route_weights = mhar_route_weights,     \
+        .release = residual_free_priv,           \
     }
 
-const ResidualScheme residual_attnres = ROUTE_SCHEME("attnres");
-const ResidualScheme residual_mhar = ROUTE_SCHEME("mhar");
+const ResidualScheme residual_attnres = ROUTE_SCHEME("attnres", "full depth routing, one head (AttnRes)", HEADS_ONE, 1);
+const ResidualScheme residual_mhar = ROUTE_SCHEME("mhar", "full depth routing with H heads (MHAR)", HEADS_ANY, 8);

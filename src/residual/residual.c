@@ -14,10 +14,54 @@ static const ResidualScheme *const schemes[] = {
     &residual_delta_mh,
 };
 
+int residual_count(void) { return (int)(sizeof schemes / sizeof schemes[0]); }
+
+const ResidualScheme *residual_at(int i) { return i >= 0 && i < residual_count() ? schemes[i] : NULL; }
+
 const ResidualScheme *residual_find(const char *mode) {
-    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+    for (int i = 0; i < residual_count(); i++)
         if (strcmp(schemes[i]->name, mode) == 0) return schemes[i];
     return NULL;
+}
+
+const char *residual_names(char *buf, size_t cap, const char *sep, int (*keep)(const ResidualScheme *)) {
+    size_t used = 0;
+    if (cap) buf[0] = '\0';
+    for (int i = 0; i < residual_count(); i++) {
+        if (keep && !keep(schemes[i])) continue;
+        int k = snprintf(buf + used, cap - used, "%s%s", used ? sep : "", schemes[i]->name);
+        if (k < 0 || (size_t)k >= cap - used) break;  // truncated: the caller's buffer is too small
+        used += (size_t)k;
+    }
+    return buf;
+}
+
+int residual_is_routed(const ResidualScheme *s) { return s->route_weights != NULL || s->heads != HEADS_NONE; }
+
+// Schemes without heads or blocks accept (and ignore) any value in range, as
+// configs written before the registry did.
+int residual_check_shape(const ResidualScheme *s, int heads, int blocks, int d, int L, const char *origin) {
+    if (heads < 1 || heads > d)
+        return mhar_fail("%s: attnres_num_heads is %d, outside 1..%d (hidden_size)", origin, heads, d);
+    if (d % heads != 0)
+        return mhar_fail("%s: hidden_size %d is not divisible by attnres_num_heads %d", origin, d, heads);
+    if (s->heads == HEADS_ONE && heads != 1)
+        return mhar_fail("%s: attnres_num_heads is %d, but attnres_mode '%s' is single-head "
+                         "(use 'mhar' for several heads)", origin, heads, s->name);
+    if (blocks < (s->needs_blocks ? 1 : 0) || blocks > L) {
+        if (s->needs_blocks)
+            return mhar_fail("%s: attnres_num_blocks is %d; attnres_mode '%s' needs 1..%d (at most num_hidden_layers)",
+                             origin, blocks, s->name, L);
+        return mhar_fail("%s: attnres_num_blocks is %d, outside 0..%d (num_hidden_layers)", origin, blocks, L);
+    }
+    return MHAR_OK;
+}
+
+void residual_free_priv(Residual *r) { mhar_free(r->priv); }
+
+void residual_release(Residual *r) {
+    if (r->scheme && r->scheme->release) r->scheme->release(r);
+    r->priv = NULL;
 }
 
 int residual_param(const Residual *r, const char *name, size_t *offset) {

@@ -11,8 +11,20 @@
 
 typedef struct Residual Residual;
 
+// What a scheme takes from the config: routing heads H and blocks N.
+typedef enum {
+    HEADS_NONE,   // no routing: attnres_num_heads must be 1
+    HEADS_ONE,    // single-head routing (attnres): exactly 1
+    HEADS_ANY,    // H >= 1 dividing the width
+} HeadsRule;
+
 typedef struct {
     const char *name;   // attnres_mode value
+    const char *summary;  // one line for --help and error messages
+    HeadsRule heads;
+    int default_heads;    // H when none is given (1 unless HEADS_ANY)
+    int needs_blocks;     // attnres_num_blocks N >= 1 required (else it must be 0)
+    int from_scratch;     // trains from a fresh init (delta_mh is made by convert)
     // Declare the scheme's parameters (SPEC §3 names) in the table.
     int (*add_params)(ParamTable *t, const Config *c);
     // Initialise the scheme's INIT_CUSTOM parameters (hc, dwa_alpha, ...).
@@ -36,6 +48,8 @@ typedef struct {
     // Routing schemes only (NULL otherwise): the softmax weights the last
     // forward pass used at site s, [n_src, n_tok, H], and their count.
     const float *(*route_weights)(const Residual *r, int s, int *n_src);
+    // Free what bind allocated (r->priv); NULL when bind allocates nothing.
+    void (*release)(Residual *r);
 } ResidualScheme;
 
 struct Residual {
@@ -53,8 +67,24 @@ struct Residual {
     void *priv;              // the scheme's bound state (param offsets ...)
 };
 
+// The registry: every scheme, in a fixed order (baseline first). Every list
+// of schemes, default and check elsewhere derives from it.
+int residual_count(void);
+const ResidualScheme *residual_at(int i);
 // Look up a scheme by attnres_mode; NULL if unknown.
 const ResidualScheme *residual_find(const char *mode);
+// "baseline, hc, ..." into buf: the names of the schemes for which keep(s)
+// is nonzero (every scheme when keep is NULL), joined by sep.
+const char *residual_names(char *buf, size_t cap, const char *sep, int (*keep)(const ResidualScheme *));
+// True for a scheme with routing sites (route_weights).
+int residual_is_routed(const ResidualScheme *s);
+// Check H and N against the scheme's rules for a model of width d and L
+// layers; on failure mhar_fail names `origin` and the field.
+int residual_check_shape(const ResidualScheme *s, int heads, int blocks, int d, int L, const char *origin);
+// Release the scheme's bound state (scheme->release, if any).
+void residual_release(Residual *r);
+// The release of a scheme whose bind made r->priv with one mhar_alloc.
+void residual_free_priv(Residual *r);
 // Offset of a parameter in the table, or MHAR_ERR via mhar_fail if missing.
 int residual_param(const Residual *r, const char *name, size_t *offset);
 
