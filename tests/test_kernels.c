@@ -10,6 +10,8 @@
 #include "kernels/ops.h"
 #include "util/common.h"
 
+static OpsContext *ctx;  // the backend under test
+
 // fp32 kernel vs double reference: float rounding over sums of ≤ a few
 // hundred terms gives ~1e-6; 1e-5 leaves headroom yet catches any real bug
 // (a wrong index or term is off by O(1)).
@@ -119,7 +121,7 @@ static void test_matmul(int M, int K, int N) {
     double *outr = dnew(nout), *dinr = dnew(nin), *dwr = dnew(nw);
 
     fill_nan(out, nout);
-    matmul_forward(out, in, w, M, K, N);
+    matmul_forward(ctx, out, in, w, M, K, N);
     ref_matmul(outr, ind, wd, M, K, N);
     double e = rel_err(out, outr, nout);
     snprintf(name, sizeof name, "matmul_forward_%dx%dx%d", M, K, N);
@@ -139,18 +141,18 @@ static void test_matmul(int M, int K, int N) {
             dwr[(size_t)n * K + k] = s;
         }
     fill_nan(din, nin);
-    matmul_backward(din, dw, dout, in, w, M, K, N);
+    matmul_backward(ctx, din, dw, dout, in, w, M, K, N);
     double ei = rel_err(din, dinr, nin), ew = rel_err(dw, dwr, nw);
     snprintf(name, sizeof name, "matmul_backward_%dx%dx%d", M, K, N);
     CHECK(ei < TOL_F32 && ew < TOL_F32, name, "din %.3g dw %.3g", ei, ew);
 
-    matmul_backward(din2, dw2, dout, in, w, M, K, N);
+    matmul_backward(ctx, din2, dw2, dout, in, w, M, K, N);
     snprintf(name, sizeof name, "matmul_backward_deterministic_%dx%dx%d", M, K, N);
     CHECK(same_bits(din, din2, nin) && same_bits(dw, dw2, nw), name, "runs differ");
 
     // din = NULL: only dw is computed
     memcpy(dw2, dw0, nw * sizeof(float));
-    matmul_backward(NULL, dw2, dout, in, w, M, K, N);
+    matmul_backward(ctx, NULL, dw2, dout, in, w, M, K, N);
     snprintf(name, sizeof name, "matmul_backward_din_null_%dx%dx%d", M, K, N);
     CHECK(same_bits(dw, dw2, nw), name, "dw differs when din is NULL");
 
@@ -171,7 +173,7 @@ static void test_embedding(void) {
     float *demb = fcopy(demb0, (size_t)V * d), *demb2 = fcopy(demb0, (size_t)V * d);
     double *outr = dnew((size_t)n * d), *dembr = to_d(demb0, (size_t)V * d);
 
-    embedding_forward(out, tok, emb, n, d);
+    embedding_forward(ctx, out, tok, emb, n, d);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < d; j++) outr[(size_t)i * d + j] = emb[(size_t)tok[i] * d + j];
     double e = rel_err(out, outr, (size_t)n * d);
@@ -180,10 +182,10 @@ static void test_embedding(void) {
 
     for (int i = 0; i < n; i++)
         for (int j = 0; j < d; j++) dembr[(size_t)tok[i] * d + j] += dout[(size_t)i * d + j];
-    embedding_backward(demb, dout, tok, n, d, V);
+    embedding_backward(ctx, demb, dout, tok, n, d, V);
     e = rel_err(demb, dembr, (size_t)V * d);
     CHECK(e < TOL_F32, "embedding_backward_repeated_tokens", "rel_err %.3g", e);
-    embedding_backward(demb2, dout, tok, n, d, V);
+    embedding_backward(ctx, demb2, dout, tok, n, d, V);
     CHECK(same_bits(demb, demb2, (size_t)V * d), "embedding_backward_deterministic",
           "runs differ");
     free(tok); free(emb); free(out); free(dout); free(demb0); free(demb); free(demb2);
@@ -253,7 +255,7 @@ static void test_rmsnorm(int rows, int d) {
     double *xd = to_d(x, n), *wd = to_d(w, d), *dyd = to_d(dy, n);
     double *yr = dnew(n), *rstdr = dnew(rows), *dxr = dnew(n), *dwr = to_d(dw0, d);
 
-    rmsnorm_forward(y, rstd, x, w, rows, d, EPS);
+    rmsnorm_forward(ctx, y, rstd, x, w, rows, d, EPS);
     ref_rmsnorm_fwd(yr, rstdr, xd, wd, rows, d);
     double ey = rel_err(y, yr, n), er = 0;
     for (int r = 0; r < rows; r++) { // per row: rstd spans orders of magnitude
@@ -264,7 +266,7 @@ static void test_rmsnorm(int rows, int d) {
     CHECK(ey < TOL_F32 && er < TOL_F32, name, "y %.3g rstd %.3g", ey, er);
 
     fill_nan(dx, n);
-    rmsnorm_backward(dx, dw, dy, x, w, rstd, rows, d);
+    rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, rows, d);
     ref_rmsnorm_bwd(dxr, dwr, dyd, xd, wd, rows, d);
     // dx rows differ in scale by the rstd ratio (100×): compare per row
     double ex = 0;
@@ -276,7 +278,7 @@ static void test_rmsnorm(int rows, int d) {
     snprintf(name, sizeof name, "rmsnorm_backward_%dx%d", rows, d);
     CHECK(ex < TOL_F32 && ew < TOL_F32, name, "dx %.3g dw %.3g", ex, ew);
 
-    rmsnorm_backward(dx2, dw2, dy, x, w, rstd, rows, d);
+    rmsnorm_backward(ctx, dx2, dw2, dy, x, w, rstd, rows, d);
     snprintf(name, sizeof name, "rmsnorm_backward_deterministic_%dx%d", rows, d);
     CHECK(same_bits(dx, dx2, n) && same_bits(dw, dw2, d), name, "runs differ");
     free(x); free(w); free(dy); free(y); free(rstd); free(dx); free(dw0); free(dw);
@@ -328,7 +330,7 @@ static void test_rope(int B, int T, int nh, int hd, int pos0) {
     int max_pos = 300, half = hd / 2;
     size_t n = (size_t)B * T * nh * hd;
     float *ct = fnew((size_t)max_pos * half), *st = fnew((size_t)max_pos * half);
-    rope_table(ct, st, max_pos, hd, (float)THETA);
+    rope_table(ctx, ct, st, max_pos, hd, (float)THETA);
     double *ctr = dnew((size_t)max_pos * half), *str = dnew((size_t)max_pos * half);
     for (int p = 0; p < max_pos; p++)
         for (int j = 0; j < half; j++) {
@@ -343,25 +345,25 @@ static void test_rope(int B, int T, int nh, int hd, int pos0) {
 
     float *x = frandn(n, 1), *y = fcopy(x, n);
     double *xd = to_d(x, n), *yr = dnew(n);
-    rope_forward(y, B, T, nh, hd, pos0, ct, st);
+    rope_forward(ctx, y, B, T, nh, hd, pos0, ct, st);
     ref_rope(yr, xd, B, T, nh, hd, pos0, 1);
     double e = rel_err(y, yr, n);
     snprintf(name, sizeof name, "rope_forward_B%d_T%d_nh%d_hd%d_pos%d", B, T, nh, hd, pos0);
     CHECK(e < TOL_F32, name, "rel_err %.3g", e);
 
     float *dx = fcopy(x, n), *dx2 = fcopy(x, n); // x doubles as the incoming gradient
-    rope_backward(dx, B, T, nh, hd, pos0, ct, st);
+    rope_backward(ctx, dx, B, T, nh, hd, pos0, ct, st);
     ref_rope(yr, xd, B, T, nh, hd, pos0, -1);
     e = rel_err(dx, yr, n);
     snprintf(name, sizeof name, "rope_backward_B%d_T%d_nh%d_hd%d_pos%d", B, T, nh, hd, pos0);
     CHECK(e < TOL_F32, name, "rel_err %.3g", e);
-    rope_backward(dx2, B, T, nh, hd, pos0, ct, st);
+    rope_backward(ctx, dx2, B, T, nh, hd, pos0, ct, st);
     snprintf(name, sizeof name, "rope_backward_deterministic_hd%d", hd);
     CHECK(same_bits(dx, dx2, n), name, "runs differ");
 
     // backward ∘ forward = identity (orthogonal rotation); two float
     // rotations: a few ulp
-    rope_backward(y, B, T, nh, hd, pos0, ct, st);
+    rope_backward(ctx, y, B, T, nh, hd, pos0, ct, st);
     e = rel_err(y, xd, n);
     snprintf(name, sizeof name, "rope_inverse_hd%d", hd);
     CHECK(e < 1e-6, name, "rel_err %.3g", e);
@@ -373,8 +375,8 @@ static void test_rope(int B, int T, int nh, int hd, int pos0) {
     size_t row = (size_t)nh * hd;
     for (int b = 0; b < B; b++)
         memcpy(blk + (size_t)b * Tb * row, x + ((size_t)b * T + t0) * row, Tb * row * 4);
-    rope_forward(full, B, T, nh, hd, pos0, ct, st);
-    rope_forward(blk, B, Tb, nh, hd, pos0 + t0, ct, st);
+    rope_forward(ctx, full, B, T, nh, hd, pos0, ct, st);
+    rope_forward(ctx, blk, B, Tb, nh, hd, pos0 + t0, ct, st);
     int same = 1;
     for (int b = 0; b < B; b++)
         same &= same_bits(blk + (size_t)b * Tb * row, full + ((size_t)b * T + t0) * row,
@@ -504,7 +506,7 @@ static void test_attention(AttShape s) {
 
     fill_nan(y, nq); // outputs must be fully written
     fill_nan(att, na);
-    attention_forward(y, att, q, k, v, s.B, s.T, s.nh, s.nkv, s.hd);
+    attention_forward(ctx, y, att, q, k, v, s.B, s.T, s.nh, s.nkv, s.hd);
     ref_attn_fwd(yr, Pr, qd, kd, vd, s);
     double ey = rel_err(y, yr, nq), ea = rel_err(att, Pr, na);
     snprintf(name, sizeof name, "attention_forward_%s", tag);
@@ -520,14 +522,14 @@ static void test_attention(AttShape s) {
     fill_nan(dk, nk);
     fill_nan(dv, nk);
     fill_nan(scr, attention_scratch_floats(s.B, s.T, s.nkv));
-    attention_backward(dq, dk, dv, scr, dy, att, q, k, v, s.B, s.T, s.nh, s.nkv, s.hd);
+    attention_backward(ctx, dq, dk, dv, scr, dy, att, q, k, v, s.B, s.T, s.nh, s.nkv, s.hd);
     ref_attn_bwd(dqr, dkr, dvr, dyd, Pr, qd, kd, vd, s);
     double eq = rel_err(dq, dqr, nq), ek = rel_err(dk, dkr, nk), ev = rel_err(dv, dvr, nk);
     snprintf(name, sizeof name, "attention_backward_%s", tag);
     CHECK(eq < TOL_F32 && ek < TOL_F32 && ev < TOL_F32, name, "dq %.3g dk %.3g dv %.3g", eq,
           ek, ev);
 
-    attention_backward(dq2, dk2, dv2, scr, dy, att, q, k, v, s.B, s.T, s.nh, s.nkv, s.hd);
+    attention_backward(ctx, dq2, dk2, dv2, scr, dy, att, q, k, v, s.B, s.T, s.nh, s.nkv, s.hd);
     snprintf(name, sizeof name, "attention_backward_deterministic_%s", tag);
     CHECK(same_bits(dq, dq2, nq) && same_bits(dk, dk2, nk) && same_bits(dv, dv2, nk), name,
           "runs differ");
@@ -579,19 +581,19 @@ static void test_swiglu(size_t n) {
     for (size_t i = 0; i < 9 && i < n; i++) g[i * (n / 9)] = extreme[i]; // saturated sigmoid
     double *gd = to_d(g, n), *ud = to_d(u, n), *dhd = to_d(dh, n);
     double *hr = dnew(n), *dgr = dnew(n), *dur = dnew(n);
-    swiglu_forward(h, g, u, n);
+    swiglu_forward(ctx, h, g, u, n);
     for (size_t i = 0; i < n; i++) hr[i] = silu_d(gd[i]) * ud[i];
     double e = rel_err(h, hr, n);
     snprintf(name, sizeof name, "swiglu_forward_n%zu", n);
     CHECK(e < TOL_F32 && all_finite(h, n), name, "rel_err %.3g", e);
 
-    swiglu_backward(dg, du, dh, g, u, n);
+    swiglu_backward(ctx, dg, du, dh, g, u, n);
     ref_swiglu_bwd(dgr, dur, dhd, gd, ud, n);
     double eg = rel_err(dg, dgr, n), eu = rel_err(du, dur, n);
     snprintf(name, sizeof name, "swiglu_backward_n%zu", n);
     CHECK(eg < TOL_F32 && eu < TOL_F32 && all_finite(dg, n), name, "dgate %.3g dup %.3g", eg,
           eu);
-    swiglu_backward(dg2, du2, dh, g, u, n);
+    swiglu_backward(ctx, dg2, du2, dh, g, u, n);
     snprintf(name, sizeof name, "swiglu_backward_deterministic_n%zu", n);
     CHECK(same_bits(dg, dg2, n) && same_bits(du, du2, n), name, "runs differ");
     free(g); free(u); free(dh); free(h); free(dg); free(du); free(dg2); free(du2);
@@ -651,22 +653,22 @@ static void test_xent(int n, int V, int big) {
     double *xd = to_d(x, nv), *lr = dnew(n), *dlr = dnew(nv);
     double totr = ref_xent(lr, dlr, xd, tg, n, V, scale);
 
-    double tot = xent_forward(loss, x, tg, n, V);
+    double tot = xent_forward(ctx, loss, x, tg, n, V);
     double el = rel_err(loss, lr, n), et = fabs(tot - totr) / fabs(totr);
     snprintf(name, sizeof name, "xent_forward_%s", tag);
     CHECK(el < TOL_F32 && et < TOL_F32 && all_finite(loss, n), name, "losses %.3g sum %.3g",
           el, et);
 
-    xent_backward(dl, x, tg, n, V, scale);
+    xent_backward(ctx, dl, x, tg, n, V, scale);
     double ed = rel_err(dl, dlr, nv);
     snprintf(name, sizeof name, "xent_backward_%s", tag);
     CHECK(ed < TOL_F32 && all_finite(dl, nv), name, "rel_err %.3g", ed);
 
     float *dl2 = fnew(nv), *inplace = fcopy(x, nv);
-    xent_backward(dl2, x, tg, n, V, scale);
+    xent_backward(ctx, dl2, x, tg, n, V, scale);
     snprintf(name, sizeof name, "xent_backward_deterministic_%s", tag);
     CHECK(same_bits(dl, dl2, nv), name, "runs differ");
-    xent_backward(inplace, inplace, tg, n, V, scale); // dlogits aliases logits
+    xent_backward(ctx, inplace, inplace, tg, n, V, scale); // dlogits aliases logits
     snprintf(name, sizeof name, "xent_backward_in_place_%s", tag);
     CHECK(same_bits(dl, inplace, nv), name, "in-place result differs");
     free(x); free(loss); free(dl); free(tg); free(xd); free(lr); free(dlr); free(dl2);
@@ -679,19 +681,19 @@ static void test_vec(size_t n) {
     char name[96];
     float *a = frandn(n, 1), *b = frandn(n, 1), *o = fnew(n);
     double *r = dnew(n);
-    vec_add(o, a, b, n);
+    vec_add(ctx, o, a, b, n);
     for (size_t i = 0; i < n; i++) r[i] = (double)a[i] + b[i];
     // one float rounding per element: ≤ 6e-8 relative
     double e1 = rel_err(o, r, n);
     memcpy(o, a, n * sizeof(float));
-    vec_acc(o, b, n);
+    vec_acc(ctx, o, b, n);
     double e2 = rel_err(o, r, n);
     memcpy(o, a, n * sizeof(float));
-    vec_scale_acc(o, b, -0.37f, n);
+    vec_scale_acc(ctx, o, b, -0.37f, n);
     for (size_t i = 0; i < n; i++) r[i] = (double)a[i] + (double)-0.37f * b[i];
     double e3 = rel_err(o, r, n);
     memcpy(o, a, n * sizeof(float));
-    vec_add(o, o, b, n); // out aliasing an input
+    vec_add(ctx, o, o, b, n); // out aliasing an input
     for (size_t i = 0; i < n; i++) r[i] = (double)a[i] + b[i];
     double e4 = rel_err(o, r, n);
     snprintf(name, sizeof name, "vec_add_acc_scale_acc_n%zu", n);
@@ -701,6 +703,8 @@ static void test_vec(size_t n) {
 }
 
 int main(void) {
+    ctx = ops_open();
+    if (!ctx) return 1;
     rng_seed(&rng, 1234);
     test_matmul(37, 53, 29);
     test_matmul(257, 130, 67);

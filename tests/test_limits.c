@@ -188,9 +188,9 @@ static void test_batch(void) {
     CHECK(rc == MHAR_ERR && has(mhar_error(), "activations") && has(mhar_error(), "GiB") && m.arena == NULL,
           "limits.arena_too_big_for_memory", "%s", mhar_error());
     KVCache kv;
-    c.num_key_value_heads = 1024;  // 1024 layers x 2^20 positions x 2048 floats x 2: 16 TiB
-    c.num_hidden_layers = 1024;
-    rc = kvcache_init(&kv, &c, 1 << 20);
+    m.cfg.num_key_value_heads = 1024;  // 1024 layers x 2^20 positions x 2048 floats x 2: 16 TiB
+    m.cfg.num_hidden_layers = 1024;
+    rc = kvcache_init(&kv, &m, 1 << 20);
     CHECK(rc == MHAR_ERR && has(mhar_error(), "KV cache"), "limits.kv_cache_too_big", "%s", mhar_error());
     model_free(&m);
     CHECK(mem_check(1e30, "a test") == MHAR_ERR && mem_check(4096, "a page") == MHAR_OK && mem_limit_bytes() > 1e6,

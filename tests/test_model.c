@@ -16,14 +16,14 @@ static void nano(Config *c) {
 
 static void train_steps(Model *m, int steps, float *out_loss) {
     AdamW opt;
-    adamw_init(&opt, m->table.total);
+    adamw_init(&opt, m->ctx, m->table.total);
     int tok[2 * 33];
     for (int i = 0; i < 66; i++) tok[i] = (i * 13 + 1) % m->cfg.vocab_size;
     for (int s = 0; s < steps; s++) {
         model_zero_grad(m);
         *out_loss = model_forward(m, tok, tok + 1);
         model_backward(m, 1.0f);
-        adamw_step(&opt, m->params, m->grads, grad_global_norm(m->grads, m->table.total), 1e-3f);
+        adamw_step(&opt, m->params, m->grads, grad_global_norm(m->ctx, m->grads, m->table.total), 1e-3f);
     }
     adamw_free(&opt);
 }
@@ -110,7 +110,7 @@ static void test_causal_every_scheme(void) {
         CHECK(before_same && at_differs, name, "logits before the changed token %s, at it %s",
               before_same ? "same" : "CHANGED", at_differs ? "changed" : "UNCHANGED");
         KVCache kv;
-        kvcache_init(&kv, &c, T);
+        kvcache_init(&kv, &m, T);
         double worst = 0;
         for (int t = 0; t < T; t++) {
             const float *lg = model_decode_step(&dec, &kv, tok[t], t);

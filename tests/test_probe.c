@@ -6,7 +6,29 @@
 #include "kernels/ops.h"
 #include "util/common.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+// The probes are ops (kernels/ops.h) over one strided buffer of sources; the
+// cases below build their sources as separate rows, packed here.
+static OpsContext *ctx;
+
+static RouteSources pack(const float *const *src, int n, int T, int D) {
+    static float *buf;
+    static size_t cap;
+    size_t td = (size_t)T * D;
+    if ((size_t)n * td > cap) { free(buf); cap = (size_t)n * td; buf = malloc(cap * sizeof(float)); }
+    for (int i = 0; i < n; i++) memcpy(buf + i * td, src[i], td * sizeof(float));
+    return (RouteSources){buf, td, n, NULL};
+}
+static void width(double *out, const float *const *src, int n, int T, const float *q, const float *g, int D, int S,
+                  float eps) {
+    route_probe_width(ctx, out, pack(src, n, T, D), q, g, T, D, S, eps);
+}
+static void heads(double *out, const float *const *src, int n, int T, const float *q, const float *g, int D, int H,
+                  float eps) {
+    route_probe_heads(ctx, out, pack(src, n, T, D), q, g, T, D, H, eps);
+}
 
 static double kl2(double p0, double r0) {   // KL((p0, 1-p0) || (r0, 1-r0))
     return p0 * log(p0 / r0) + (1 - p0) * log((1 - p0) / (1 - r0));
@@ -36,11 +58,11 @@ static void test_identical_keys(void) {
     double out[T * 4];
     int exact = 1;
     for (int S = 1; S <= 16; S *= 2) {
-        probe_width_disagreement(out, src, N, T, q, g, D, S, 0.0f);
+        width(out, src, N, T, q, g, D, S, 0.0f);
         for (int t = 0; t < T; t++) exact &= out[t] == 0.0;
     }
     CHECK(exact, "width_disagreement_identical_keys_is_exactly_0", "got %g (S 16, token 0)", out[0]);
-    probe_head_deviation(out, src, N, T, q, g, D, 4, 0.0f);
+    heads(out, src, N, T, q, g, D, 4, 0.0f);
     double worst = 0;
     for (int i = 0; i < T * 4; i++) worst = fmax(worst, fabs(out[i]));
     CHECK(worst < 1e-15, "head_deviation_identical_heads_is_0", "got %g", worst);
@@ -57,11 +79,11 @@ static void test_one_slice(void) {
     for (int k = 0; k < D; k++) { q[k] = 2 * rng_normal(&rng); g[k] = 1; }
     for (int n = 0; n < N; n++) src[n] = buf + n * T * D;
     double out[T];
-    probe_width_disagreement(out, src, N, T, q, g, D, 1, 1e-6f);
+    width(out, src, N, T, q, g, D, 1, 1e-6f);
     int zero = 1;
     for (int t = 0; t < T; t++) zero &= out[t] == 0.0;
     CHECK(zero, "width_disagreement_one_slice_is_exactly_0", "got %g", out[0]);
-    probe_width_disagreement(out, src, 1, T, q, g, D, 4, 1e-6f);
+    width(out, src, 1, T, q, g, D, 4, 1e-6f);
     CHECK(out[0] == 0.0, "width_disagreement_one_source_is_0", "got %g", out[0]);
 }
 
@@ -86,17 +108,17 @@ static void test_hand_two_sources(void) {
     double p = exp(2 * uu) / (exp(2 * uu) + 1);   // 3/4 up to the rounding of u
     const float q1[4] = {u, 0, 0, 0}, q2[4] = {u, 0, u, 0};
     double out[2];
-    probe_width_disagreement(out, src, 2, 1, q1, g, 4, 2, 0.0f);
+    width(out, src, 2, 1, q1, g, 4, 2, 0.0f);
     double want = (0 + kl2(0.5, p)) / 2;
     CHECK(fabs(out[0] - want) < 1e-12 && fabs(out[0] - 0.25 * log(4.0 / 3.0)) < 1e-7, "width_disagreement_hand_case_1",
           "got %.10f, want %.10f (= 1/4 ln 4/3 = %.10f)", out[0], want, 0.25 * log(4.0 / 3.0));
-    probe_width_disagreement(out, src, 2, 1, q2, g, 4, 2, 0.0f);
+    width(out, src, 2, 1, q2, g, 4, 2, 0.0f);
     double a = exp(4 * uu) / (exp(4 * uu) + 1);   // 9/10
     want = kl2(p, a);
     double exact = 0.75 * log(5.0 / 6.0) + 0.25 * log(5.0 / 2.0);
     CHECK(fabs(out[0] - want) < 1e-12 && fabs(out[0] - exact) < 1e-7, "width_disagreement_hand_case_identical_slices",
           "got %.10f, want %.10f (= 3/4 ln 5/6 + 1/4 ln 5/2 = %.10f)", out[0], want, exact);
-    probe_head_deviation(out, src, 2, 1, q1, g, 4, 2, 0.0f);
+    heads(out, src, 2, 1, q1, g, 4, 2, 0.0f);
     double mean = (p + 0.5) / 2;
     double w0 = kl2(p, mean), w1 = kl2(0.5, mean);
     CHECK(fabs(out[0] - w0) < 1e-12 && fabs(out[1] - w1) < 1e-12 &&
@@ -152,7 +174,7 @@ static void test_against_naive(void) {
     for (int n = 0; n < N; n++) src[n] = buf + n * T * D;
     double out[T * 8], worst = 0, big = 0;
     for (int S = 2; S <= 8; S *= 2) {
-        probe_width_disagreement(out, src, N, T, q, g, D, S, 1e-6f);
+        width(out, src, N, T, q, g, D, S, 1e-6f);
         for (int t = 0; t < T; t++) {
             double ref = naive_width(src, N, t, q, g, D, S, 1e-6f, 0, 0);
             worst = fmax(worst, fabs(out[t] - ref));
@@ -161,7 +183,7 @@ static void test_against_naive(void) {
     }
     CHECK(worst < 1e-12 && big > 0.05, "width_disagreement_vs_naive", "max error %g (largest value %g)", worst, big);
     worst = 0;
-    probe_head_deviation(out, src, N, T, q, g, D, 4, 1e-6f);
+    heads(out, src, N, T, q, g, D, 4, 1e-6f);
     for (int t = 0; t < T; t++)
         for (int h = 0; h < 4; h++) worst = fmax(worst, fabs(out[t * 4 + h] - naive_width(src, N, t, q, g, D, 4, 1e-6f, 1, h)));
     CHECK(worst < 1e-12, "head_deviation_vs_naive", "max error %g", worst);
@@ -171,17 +193,16 @@ static void test_against_naive(void) {
 static void test_matches_route_kernel(void) {
     enum { N = 6, T = 11, D = 64 };
     static float buf[N * T * D], x[T * D], w[N * T * 8];
-    float *scratch = calloc(route_scratch_floats(N, D, 8), sizeof(float));
+    float *scratch = calloc(route_scratch_floats(ctx, N, D, 8), sizeof(float));
     float q[D], g[D];
-    const float *src[N];
     Rng rng;
     rng_seed(&rng, 9);
     for (int i = 0; i < N * T * D; i++) buf[i] = rng_normal(&rng);
     for (int k = 0; k < D; k++) { q[k] = 0.5f * rng_normal(&rng); g[k] = 1 + 0.2f * rng_normal(&rng); }
-    for (int n = 0; n < N; n++) src[n] = buf + n * T * D;
+    const RouteSources src = {buf, (size_t)T * D, N, NULL};
     for (int H = 1; H <= 8; H *= 8) {
-        route_forward(x, w, scratch, src, N, q, g, T, D, H, 1e-6f);
-        double e = probe_max_weight_error(w, src, N, T, q, g, D, H, 1e-6f);
+        route_forward(ctx, x, w, scratch, src, q, g, T, D, H, 1e-6f);
+        double e = route_probe_weight_error(ctx, w, src, q, g, T, D, H, 1e-6f);
         char name[64];
         snprintf(name, sizeof name, "probe_matches_route_forward_H%d", H);
         CHECK(e < 1e-5, name, "max |w - a| = %g", e);
@@ -214,6 +235,8 @@ static void test_random_query(void) {
 }
 
 int main(void) {
+    ctx = ops_open();
+    if (!ctx) return 1;
     test_identical_keys();
     test_one_slice();
     test_hand_two_sources();

@@ -189,6 +189,8 @@ static void test_reference_fd(void) {
 enum { RANDOM, SPREAD, SATURATED, ZERO_Q, RISING, NKIND };
 static const char *kind_name[NKIND] = {"random", "spread", "saturated", "zero-q", "rising"};
 
+static OpsContext *ctx;
+
 typedef struct {
     Dims m;
     float **src, **dsrc, *q, *g, *dx, *x, *w, *dq, *dg, *scratch;
@@ -228,32 +230,37 @@ static Prob prob_new(Dims m, int kind, uint64_t seed) {
     p.q = xcalloc(m.d, sizeof(float)), p.g = xcalloc(m.d, sizeof(float));
     for (int k = 0; k < m.d; k++)
         p.q[k] = qs / sqrtf(hw) * rng_normal(&rng), p.g[k] = 1 + 0.3f * rng_normal(&rng);
+    // One buffer of N rows each (the kernel reads a row stride); src[n] and
+    // dsrc[n] point at the rows for the test's own loops.
     p.src = xcalloc(m.N, sizeof(float *)), p.dsrc = xcalloc(m.N, sizeof(float *));
-    for (int n = 0; n < m.N; n++)
-        p.src[n] = xcalloc(td, sizeof(float)), p.dsrc[n] = xcalloc(td, sizeof(float));
+    p.src[0] = xcalloc((size_t)m.N * td, sizeof(float)), p.dsrc[0] = xcalloc((size_t)m.N * td, sizeof(float));
+    for (int n = 1; n < m.N; n++) p.src[n] = p.src[0] + n * td, p.dsrc[n] = p.dsrc[0] + n * td;
     fill_sources(&p, kind, &rng);
     p.dx = xcalloc(td, sizeof(float)), p.x = xcalloc(td, sizeof(float));
     for (size_t i = 0; i < td; i++) p.dx[i] = rng_normal(&rng), p.x[i] = NAN;
     p.w = xcalloc((size_t)m.N * m.T * m.H, sizeof(float));
     for (size_t i = 0; i < (size_t)m.N * m.T * m.H; i++) p.w[i] = NAN; // all must be written
     p.dq = xcalloc(m.d, sizeof(float)), p.dg = xcalloc(m.d, sizeof(float));
-    p.scratch = xcalloc(route_scratch_floats(m.N, m.d, m.H), sizeof(float));
+    p.scratch = xcalloc(route_scratch_floats(ctx, m.N, m.d, m.H), sizeof(float));
     return p;
 }
 
 static void prob_free(Prob p) {
-    for (int n = 0; n < p.m.N; n++) free(p.src[n]), free(p.dsrc[n]);
+    free(p.src[0]), free(p.dsrc[0]);
     free(p.src), free(p.dsrc), free(p.q), free(p.g), free(p.dx), free(p.x), free(p.w);
     free(p.dq), free(p.dg), free(p.scratch);
 }
 
-static void prob_forward(Prob *p) {
-    route_forward(p->x, p->w, p->scratch, (const float *const *)p->src, p->m.N, p->q, p->g, p->m.T,
-                  p->m.d, p->m.H, EPS);
+static RouteSources prob_sources(const Prob *p, int n) {
+    return (RouteSources){p->src[0], (size_t)p->m.T * p->m.d, n, NULL};
 }
-static void prob_backward(Prob *p, float *const *dsrc) {
-    route_backward(dsrc, p->dq, p->dg, p->scratch, p->dx, p->w, (const float *const *)p->src,
-                   p->m.N, p->q, p->g, p->m.T, p->m.d, p->m.H, EPS);
+static RouteGrads prob_grads(const Prob *p) { return (RouteGrads){p->dsrc[0], (size_t)p->m.T * p->m.d, NULL}; }
+static void prob_forward(Prob *p) {
+    route_forward(ctx, p->x, p->w, p->scratch, prob_sources(p, p->m.N), p->q, p->g, p->m.T, p->m.d, p->m.H, EPS);
+}
+static void prob_backward(Prob *p, RouteGrads dS) {
+    route_backward(ctx, dS, p->dq, p->dg, p->scratch, p->dx, p->w, prob_sources(p, p->m.N), p->q, p->g,
+                   p->m.T, p->m.d, p->m.H, EPS);
 }
 static void prob_zero_grads(Prob *p) {
     for (int n = 0; n < p->m.N; n++) memset(p->dsrc[n], 0, (size_t)p->m.T * p->m.d * sizeof(float));
@@ -278,7 +285,7 @@ static double compare(Prob *p, double err[NERR]) {
     const size_t td = (size_t)m.T * m.d, nw = (size_t)m.N * m.T * m.H;
     prob_forward(p);
     prob_zero_grads(p);
-    prob_backward(p, p->dsrc);
+    prob_backward(p, prob_grads(p));
     double **S = xcalloc(m.N, sizeof(double *)), **dS = xcalloc(m.N, sizeof(double *));
     for (int n = 0; n < m.N; n++) S[n] = to_double(p->src[n], td), dS[n] = xcalloc(td, sizeof(double));
     double *q = to_double(p->q, m.d), *g = to_double(p->g, m.d), *dx = to_double(p->dx, td);
@@ -466,32 +473,48 @@ static void test_semantics(void) {
     prob_forward(&p);
     CHECK(same(x1, p.x, td), "route forward deterministic", "two runs differ");
     prob_zero_grads(&p);
-    prob_backward(&p, p.dsrc);
+    prob_backward(&p, prob_grads(&p));
     Grads g1 = grads_copy(&p);
 
     prob_zero_grads(&p); // determinism: a second run from zero, bit for bit
-    prob_backward(&p, p.dsrc);
+    prob_backward(&p, prob_grads(&p));
     int ok = same(p.dq, g1.dq, m.d) && same(p.dg, g1.dg, m.d);
     for (int n = 0; n < m.N; n++) ok = ok && same(p.dsrc[n], g1.ds[n], td);
     CHECK(ok, "route backward deterministic", "two runs differ");
 
-    prob_backward(&p, p.dsrc); // accumulation: now every gradient holds 2×
+    prob_backward(&p, prob_grads(&p)); // accumulation: now every gradient holds 2×
     double e2 = fmax(scaled_err(p.dq, g1.dq, 2, m.d), scaled_err(p.dg, g1.dg, 2, m.d));
     for (int n = 0; n < m.N; n++) e2 = fmax(e2, scaled_err(p.dsrc[n], g1.ds[n], 2, td));
     // x + x is exact in fp32, so 2× should be exact; 1e-6 allows a compiler
     // that contracts differently, while overwriting (1×) would give 0.5.
     CHECK(e2 <= 1e-6, "route backward accumulates dsrc, dq, dg", "err vs 2x %.2e", e2);
 
-    prob_zero_grads(&p); // a NULL source: the rest is unchanged, bit for bit
-    float *ds[5];
-    for (int n = 0; n < m.N; n++) ds[n] = n == 1 ? NULL : p.dsrc[n];
-    prob_backward(&p, ds);
-    ok = same(p.dq, g1.dq, m.d) && same(p.dg, g1.dg, m.d);
-    for (int n = 0; n < m.N; n++) ok = ok && (n == 1 || same(p.dsrc[n], g1.ds[n], td));
-    double untouched = 0;
-    for (size_t i = 0; i < td; i++) untouched = fmax(untouched, fabs(p.dsrc[1][i]));
-    CHECK(ok && untouched == 0, "route backward with a NULL dsrc entry",
-          "others equal: %d, NULL slot's buffer max %.2e", ok, untouched);
+    // The last source given apart (the tail, as block routing's partial sum):
+    // the same x, w and gradients, bit for bit, and the strided rows' last
+    // slot untouched.
+    {
+        float *tail = xcalloc(td, sizeof(float)), *dtail = xcalloc(td, sizeof(float));
+        memcpy(tail, p.src[m.N - 1], td * sizeof(float));
+        prob_zero_grads(&p);
+        for (size_t i = 0; i < td; i++) p.src[m.N - 1][i] = NAN, p.dsrc[m.N - 1][i] = 0;
+        RouteSources S = prob_sources(&p, m.N);
+        S.tail = tail;
+        RouteGrads dS = prob_grads(&p);
+        dS.tail = dtail;
+        float *w1 = xcalloc((size_t)m.N * m.T * m.H, sizeof(float));
+        memcpy(w1, p.w, (size_t)m.N * m.T * m.H * sizeof(float));
+        route_forward(ctx, p.x, p.w, p.scratch, S, p.q, p.g, m.T, m.d, m.H, EPS);
+        ok = same(p.x, x1, td) && same(p.w, w1, (size_t)m.N * m.T * m.H);
+        route_backward(ctx, dS, p.dq, p.dg, p.scratch, p.dx, p.w, S, p.q, p.g, m.T, m.d, m.H, EPS);
+        ok = ok && same(p.dq, g1.dq, m.d) && same(p.dg, g1.dg, m.d) && same(dtail, g1.ds[m.N - 1], td);
+        for (int n = 0; n < m.N - 1; n++) ok = ok && same(p.dsrc[n], g1.ds[n], td);
+        double untouched = 0;
+        for (size_t i = 0; i < td; i++) untouched = fmax(untouched, fabs(p.dsrc[m.N - 1][i]));
+        CHECK(ok && untouched == 0, "route with the last source as a tail row",
+              "equal to the strided call: %d, strided last row's gradient max %.2e", ok, untouched);
+        memcpy(p.src[m.N - 1], tail, td * sizeof(float));
+        free(tail), free(dtail), free(w1);
+    }
 
     // route_backward_set writes dsrc: over garbage it gives what
     // route_backward adds to zeros (x and 0 + x are the same value); dq and
@@ -499,8 +522,8 @@ static void test_semantics(void) {
     for (int n = 0; n < m.N; n++)
         for (size_t i = 0; i < td; i++) p.dsrc[n][i] = (float)(i % 7) - 3.0f;
     memset(p.dq, 0, m.d * sizeof(float)), memset(p.dg, 0, m.d * sizeof(float));
-    route_backward_set(p.dsrc, p.dq, p.dg, p.scratch, p.dx, p.w, (const float *const *)p.src, m.N,
-                       p.q, p.g, m.T, m.d, m.H, EPS);
+    route_backward_set(ctx, prob_grads(&p), p.dq, p.dg, p.scratch, p.dx, p.w, prob_sources(&p, m.N), p.q, p.g,
+                       m.T, m.d, m.H, EPS);
     size_t differ = 0;
     for (int n = 0; n < m.N; n++)
         for (size_t i = 0; i < td; i++) differ += p.dsrc[n][i] != g1.ds[n][i];
@@ -552,9 +575,9 @@ static void time_route(void) {
     Prob p = prob_new(m, RANDOM, 5);
     const double mb = (double)m.N * m.T * m.d * sizeof(float) / 1e9; // one pass over sources, GB
     double tf, tb, tr, tu;
-    prob_forward(&p), prob_backward(&p, p.dsrc); // warm up (pages, threads)
+    prob_forward(&p), prob_backward(&p, prob_grads(&p)); // warm up (pages, threads)
     BEST_OF(10, tf, prob_forward(&p));
-    BEST_OF(10, tb, prob_backward(&p, p.dsrc));
+    BEST_OF(10, tb, prob_backward(&p, prob_grads(&p)));
     BEST_OF(10, tr, plain_read(p.x, p.src, m.N, m.T, m.d));
     BEST_OF(10, tu, plain_update(p.dsrc, p.src, m.N, m.T, m.d));
     int threads = 1;
@@ -578,13 +601,12 @@ static void time_route(void) {
 static void time_chain(void) {
     const Dims m = {17, 4096, 256, 8};
     Prob p = prob_new(m, RANDOM, 11);
-    const float *const *src = (const float *const *)p.src;
     double tf, tb;
-    BEST_OF(5, tf, for (int s = 0; s < m.N; s++) route_forward(p.x, p.w, p.scratch, src, s + 1, p.q,
-                                                              p.g, m.T, m.d, m.H, EPS));
-    BEST_OF(5, tb, for (int s = m.N - 1; s >= 0; s--) route_backward(p.dsrc, p.dq, p.dg, p.scratch, p.dx,
-                                                                     p.w, src, s + 1, p.q, p.g, m.T,
-                                                                     m.d, m.H, EPS));
+    BEST_OF(5, tf, for (int s = 0; s < m.N; s++) route_forward(ctx, p.x, p.w, p.scratch, prob_sources(&p, s + 1),
+                                                              p.q, p.g, m.T, m.d, m.H, EPS));
+    BEST_OF(5, tb, for (int s = m.N - 1; s >= 0; s--) route_backward(ctx, prob_grads(&p), p.dq, p.dg, p.scratch,
+                                                                     p.dx, p.w, prob_sources(&p, s + 1), p.q,
+                                                                     p.g, m.T, m.d, m.H, EPS));
     printf("INFO route chain (17 sites, site s reads sources 0..s): forward %.2f ms, backward %.2f ms\n",
            tf * 1e3, tb * 1e3);
     CHECK(isfinite(p.x[0]) && isfinite(p.dq[0]) && isfinite(p.dsrc[0][0]), "route chain runs",
@@ -593,6 +615,8 @@ static void time_chain(void) {
 }
 
 int main(int argc, char **argv) {
+    ctx = ops_open();
+    if (!ctx) return 1;
     verbose = getenv("ROUTE_VERBOSE") != NULL;
     test_reference_fd();
     for (int kind = 0; kind < NKIND; kind++) test_sweep(kind);

@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
         ptable_free(&grads);
     } else {
         AdamW opt;
-        if (adamw_init(&opt, m.table.total)) return fail();
+        if (adamw_init(&opt, m.ctx, m.table.total)) return fail();
         ptable_add(&tab, "losses", 1, &steps, INIT_ZEROS);
         ptable_add(&tab, "grad_norm", 1, &steps, INIT_ZEROS);
         ParamTable params;
@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
             model_zero_grad(&m);
             buf[tab.p[0].offset + s] = model_forward(&m, in, tg);
             model_backward(&m, 1.0f);
-            double norm = grad_global_norm(m.grads, m.table.total);
+            double norm = grad_global_norm(m.ctx, m.grads, m.table.total);
             buf[tab.p[1].offset + s] = (float)norm;
             adamw_step(&opt, m.params, m.grads, norm, lr_schedule(s, steps, warmup, lr));
         }

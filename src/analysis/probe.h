@@ -16,17 +16,12 @@
 #pragma once
 #include "../util/common.h"
 
-// out[t] = width disagreement of token t, t < n_tok. S divides d.
-void probe_width_disagreement(double *out, const float *const *src, int n_src, int n_tok, const float *q,
-                              const float *g, int d, int S, float eps);
-// out[t·H + h] = KL(w_h ‖ w̄) of token t. H divides d.
-void probe_head_deviation(double *out, const float *const *src, int n_src, int n_tok, const float *q,
-                          const float *g, int d, int H, float eps);
-// The largest |w - a_h| over sources, tokens and heads, where w [n_src, n_tok, H]
-// are the weights the model's route kernel used: a check that the probe reads
-// the same sources and parameters as the forward pass it follows.
-double probe_max_weight_error(const float *w, const float *const *src, int n_src, int n_tok, const float *q,
-                              const float *g, int d, int H, float eps);
+// The computations are ops (kernels/ops.h): route_probe_width (the width
+// disagreement per token), route_probe_heads (the head deviation per token
+// and head) and route_probe_weight_error (the largest |w - a_h| between the
+// weights the model's route kernel saved and the probe's recomputation: a
+// check that the probe reads the same sources and parameters as the forward
+// pass it follows).
 // A random query of matched norm: out = z / ‖z‖ · ‖q‖ with z ~ N(0, I),
 // separately for each of `blocks` contiguous blocks of width d/blocks (1: the
 // whole norm matched; H: each head's norm matched). A zero block stays zero.

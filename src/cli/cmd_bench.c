@@ -1,7 +1,6 @@
 // mhar bench: training throughput and memory of one or all residual schemes,
 // model FLOP/s, and this machine's own sgemm rate, all measured in one run.
 // Each scheme runs in a child process, so its peak memory is its own.
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "../kernels/ops.h"
 #include "data/synth.h"
 #include "model/model.h"
 #include "train/optim.h"
@@ -39,22 +39,28 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The machine's sgemm rate: median of 5 square 2048³ products (GFLOP/s).
+// The machine's sgemm rate through the model's own matmul op: median of 5
+// square 2048³ products (GFLOP/s).
 static double measure_sgemm(void) {
     const int n = 2048;
-    float *a = mhar_alloc(sizeof(float) * n * n), *b = mhar_alloc(sizeof(float) * n * n);
-    float *c = mhar_alloc(sizeof(float) * n * n);
-    if (!a || !b || !c) return 0;
-    for (size_t i = 0; i < (size_t)n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
-    double t[5];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);  // warm-up
-    for (int r = 0; r < 5; r++) {
-        double t0 = now_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-        t[r] = now_seconds() - t0;
+    OpsContext *ctx = ops_open();
+    if (!ctx) return 0;
+    float *a = ops_alloc(ctx, sizeof(float) * n * n), *b = ops_alloc(ctx, sizeof(float) * n * n);
+    float *c = ops_alloc(ctx, sizeof(float) * n * n);
+    double t[5] = {0};
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
+        matmul_forward(ctx, c, a, b, n, n, n);  // warm-up
+        for (int r = 0; r < 5; r++) {
+            double t0 = now_seconds();
+            matmul_forward(ctx, c, a, b, n, n, n);
+            ops_sync(ctx);
+            t[r] = now_seconds() - t0;
+        }
     }
-    mhar_free(a); mhar_free(b); mhar_free(c);
-    return 2.0 * n * n * n / median(t, 5) / 1e9;
+    ops_free(ctx, a); ops_free(ctx, b); ops_free(ctx, c);
+    ops_close(ctx);
+    return t[0] > 0 ? 2.0 * n * n * n / median(t, 5) / 1e9 : 0;
 }
 
 static int build(Model *m, AdamW *opt, const char *preset, const Scheme *s, int vocab, int B, int T) {
@@ -66,7 +72,7 @@ static int build(Model *m, AdamW *opt, const char *preset, const Scheme *s, int 
     c.attnres_num_blocks = s->blocks;
     if (model_create(m, &c)) return MHAR_ERR;
     model_init_weights(m, 1);
-    if (adamw_init(opt, m->table.total)) return MHAR_ERR;
+    if (adamw_init(opt, m->ctx, m->table.total)) return MHAR_ERR;
     return model_alloc_acts(m, B, T);
 }
 
@@ -85,7 +91,7 @@ static double time_steps(const char *preset, const Scheme *s, int vocab, int B, 
         model_zero_grad(&m);
         model_forward(&m, tok, tok + 1);
         model_backward(&m, 1.0f);
-        adamw_step(&opt, m.params, m.grads, grad_global_norm(m.grads, m.table.total), 1e-4f);
+        adamw_step(&opt, m.params, m.grads, grad_global_norm(m.ctx, m.grads, m.table.total), 1e-4f);
         if (i >= 0) t[i] = now_seconds() - t0;
     }
     *flops = model_train_flops_per_token(&m, T);

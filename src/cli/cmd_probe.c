@@ -140,20 +140,20 @@ static int probe(const ProbeArgs *a) {
         for (int i = 0; i < B; i++)
             loader_window(&ld, b * B + i, m.tokens + (size_t)i * T, m.targets + (size_t)i * T);
         model_forward(&m, m.tokens, NULL);
-        const float *const *src = (const float *const *)m.sources;
         for (int s = 1; s < n_sites; s++) {
             Site *si = &sites[s];
+            const RouteSources src = {m.sources, m.row_floats, si->n_src, NULL};
             size_t qo, go;
             residual_route_site(&m.res, s, &qo, &go);
             const float *q = m.params + qo, *g = m.params + go;
             int n_src_w;
             const float *w = m.scheme->route_weights(&m.res, s, &n_src_w);
-            double e = probe_max_weight_error(w, src, si->n_src, n_tok, q, g, d, H, c->rms_norm_eps);
+            double e = route_probe_weight_error(m.ctx, w, src, q, g, n_tok, d, H, c->rms_norm_eps);
             if (!(e <= route_err)) route_err = e;
             for (int k = -1; k < a->draws; k++) {
                 const float *qq = k < 0 ? q : si->rq + (size_t)k * d;
-                if (width_mode) probe_width_disagreement(buf, src, si->n_src, n_tok, qq, g, d, a->slices, c->rms_norm_eps);
-                else probe_head_deviation(buf, src, si->n_src, n_tok, qq, g, d, H, c->rms_norm_eps);
+                if (width_mode) route_probe_width(m.ctx, buf, src, qq, g, n_tok, d, a->slices, c->rms_norm_eps);
+                else route_probe_heads(m.ctx, buf, src, qq, g, n_tok, d, H, c->rms_norm_eps);
                 for (int h = 0; h < per; h++) {
                     double sum = 0;
                     for (int t = 0; t < n_tok; t++) sum += buf[(size_t)t * per + h];

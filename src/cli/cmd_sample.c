@@ -80,7 +80,7 @@ int cmd_sample(int argc, char **argv) {
     }
     if (!rc) rc = (n = parse_prompt(prompt, tokens, total - steps, m.cfg.vocab_size)) < 0;
     if (!rc) rc = model_alloc_acts(&m, 1, 1);
-    if (!rc) rc = kvcache_init(&kv, &m.cfg, n + steps);
+    if (!rc) rc = kvcache_init(&kv, &m, n + steps);
     if (!rc) {
         Rng rng;
         rng_seed(&rng, seed);

@@ -140,14 +140,14 @@ static int run(TrainArgs *a, Flag *flags, int n_flags) {
         if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size))
             rc = mhar_fail("token files have vocabulary %d/%d, the model in %s %d", train.vocab_size,
                            val.vocab_size, a->init_from, m.cfg.vocab_size);
-        if (!rc) rc = adamw_init(&opt, m.table.total);
+        if (!rc) rc = adamw_init(&opt, m.ctx, m.table.total);
     } else if (!rc && !a->resume) {
         int vocab = train.vocab_size > val.vocab_size ? train.vocab_size : val.vocab_size;
         Config c;
         rc = build_config(a, vocab, &c);
         if (!rc) rc = model_check_batch(&c, st->batch, st->seq);  // before anything is allocated
         if (!rc) rc = model_create(&m, &c);
-        if (!rc) { model_init_weights(&m, st->seed); rc = adamw_init(&opt, m.table.total); }
+        if (!rc) { model_init_weights(&m, st->seed); rc = adamw_init(&opt, m.ctx, m.table.total); }
     } else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size)) {
         rc = mhar_fail("token files have vocabulary %d/%d, the model %d", train.vocab_size, val.vocab_size,
                        m.cfg.vocab_size);

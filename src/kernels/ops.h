@@ -1,105 +1,213 @@
-// The compute kernels the model is written against. One declaration per op;
-// each backend (kernels/cpu now, kernels/cuda later) implements the same
-// signatures. All tensors are flat, row-major fp32; shapes are in comments.
+// The compute boundary. Every loop that touches activations, parameters,
+// gradients or optimizer state runs behind these declarations; the model,
+// the residual schemes, the trainer and the analysis tools are written
+// against them and never loop over tensors themselves. A backend is a folder
+// that implements every function here with the same signature:
+// kernels/cpu/ today; a kernels/cuda/ would be a second one, chosen at build
+// time. All tensors are flat, row-major fp32; shapes are in comments.
 //
 // Conventions
+// - Every op takes the backend context first: where the backend keeps its
+//   execution state (threads on the CPU; a stream and a device on a GPU).
 // - "out" buffers are overwritten; gradient buffers whose name starts with
 //   "d" and that belong to *parameters* (dw, dq, dg ...) are ACCUMULATED into
 //   (+=), because gradients add up over micro-batches. Gradients of
 //   activations are overwritten unless the comment says "accumulates".
 // - Every reduction is deterministic: the same inputs and thread count give
 //   bit-identical results (no atomics, fixed reduction order).
-// - No kernel allocates memory; scratch space, when needed, is passed in.
+// - No op allocates memory; scratch space, when needed, is passed in.
+// - Tensors live in memory from ops_alloc: the backend's memory space, which
+//   the host can also address (host memory on the CPU; managed memory on a
+//   GPU), so loading, saving and inspecting weights need no copies. Call
+//   ops_sync before the host reads what an op wrote.
 #pragma once
 #include <stddef.h>
 
+// ---- the backend context ----------------------------------------------------------
+typedef struct OpsContext OpsContext;
+// Open the backend this binary was built with; NULL (with mhar_fail) if it
+// cannot start (no device, ...).
+OpsContext *ops_open(void);
+void ops_close(OpsContext *ctx);
+const char *ops_backend_name(const OpsContext *ctx);   // "cpu"
+// Zeroed, 64-byte aligned memory in the backend's space; NULL (with
+// mhar_fail) when it cannot be had. ops_free(ctx, NULL) does nothing.
+void *ops_alloc(OpsContext *ctx, size_t bytes);
+void ops_free(OpsContext *ctx, void *p);
+// Wait until every op issued so far has finished.
+void ops_sync(OpsContext *ctx);
+
 // ---- matmul (PyTorch Linear layout: W is [N, K], "out = in · Wᵀ") ----------
 // in [M, K], w [N, K] -> out [M, N]
-void matmul_forward(float *out, const float *in, const float *w, int M, int K, int N);
+void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w, int M, int K, int N);
 // dout [M, N] -> din [M, K] (overwritten, skipped if NULL), dw [N, K] (accumulates)
-void matmul_backward(float *din, float *dw, const float *dout, const float *in,
+void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
                      const float *w, int M, int K, int N);
 
 // ---- embedding --------------------------------------------------------------
 // tokens [n], emb [V, d] -> out [n, d]
-void embedding_forward(float *out, const int *tokens, const float *emb, int n, int d);
+void embedding_forward(OpsContext *ctx, float *out, const int *tokens, const float *emb, int n, int d);
 // dout [n, d] -> demb [V, d] (accumulates; deterministic regardless of
 // repeated tokens)
-void embedding_backward(float *demb, const float *dout, const int *tokens, int n, int d, int V);
+void embedding_backward(OpsContext *ctx, float *demb, const float *dout, const int *tokens, int n, int d,
+                        int V);
 
 // ---- RMSNorm: y = x · rsqrt(mean(x²) + eps) ⊙ w --------------------------
 // in [rows, d], w [d] -> out [rows, d], rstd [rows] (saved for backward).
 // Also used for the per-head q/k norm with rows = tokens·heads, d = head_dim.
-void rmsnorm_forward(float *out, float *rstd, const float *in, const float *w,
+void rmsnorm_forward(OpsContext *ctx, float *out, float *rstd, const float *in, const float *w,
                      int rows, int d, float eps);
 // dout [rows, d] -> din [rows, d] (overwritten), dw [d] (accumulates)
-void rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
+void rmsnorm_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
                       const float *w, const float *rstd, int rows, int d);
 
 // ---- RoPE, "rotate half": coordinate j pairs with j + hd/2 ----------------
 // cos, sin [max_pos, hd/2]: angle = pos · theta^(-2j/hd)
-void rope_table(float *cos_t, float *sin_t, int max_pos, int hd, float theta);
+void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, float theta);
 // x [B, T, n_heads, hd], in place; token t of the block has position pos0 + t
-void rope_forward(float *x, int B, int T, int n_heads, int hd, int pos0,
+void rope_forward(OpsContext *ctx, float *x, int B, int T, int n_heads, int hd, int pos0,
                   const float *cos_t, const float *sin_t);
 // dx [B, T, n_heads, hd], in place (the transpose rotation)
-void rope_backward(float *dx, int B, int T, int n_heads, int hd, int pos0,
+void rope_backward(OpsContext *ctx, float *dx, int B, int T, int n_heads, int hd, int pos0,
                    const float *cos_t, const float *sin_t);
 
 // ---- grouped-query causal attention ----------------------------------------
 // q [B, T, nh, hd], k, v [B, T, nkv, hd]; query head h reads kv head h/(nh/nkv).
 // -> y [B, T, nh, hd], att [B, nh, T, T] softmax probabilities (saved; the
 // upper triangle is written as 0). Scale 1/sqrt(hd).
-void attention_forward(float *y, float *att, const float *q, const float *k,
+void attention_forward(OpsContext *ctx, float *y, float *att, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd);
 // dy [B, T, nh, hd] -> dq [B, T, nh, hd], dk, dv [B, T, nkv, hd] (overwritten).
 // scratch: attention_scratch_floats(B, T, nkv) floats, one T×T block per
 // (batch, kv head): the query heads sharing a kv head reuse it in turn.
 size_t attention_scratch_floats(int B, int T, int nkv);
-void attention_backward(float *dq, float *dk, float *dv, float *scratch,
+void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float *scratch,
                         const float *dy, const float *att, const float *q,
                         const float *k, const float *v, int B, int T, int nh,
                         int nkv, int hd);
+// One new token against a KV cache: q [nh, hd] (rotated), k_cache,
+// v_cache [n_pos, nkv, hd] (positions 0..n_pos-1, the new one included)
+// -> y [nh, hd]. scores: n_pos floats of scratch.
+void attention_decode(OpsContext *ctx, float *y, float *scores, const float *q, const float *k_cache,
+                      const float *v_cache, int n_pos, int nh, int nkv, int hd);
 
 // ---- SwiGLU: h = silu(gate) ⊙ up --------------------------------------------
-void swiglu_forward(float *h, const float *gate, const float *up, size_t n);
+void swiglu_forward(OpsContext *ctx, float *h, const float *gate, const float *up, size_t n);
 // dh -> dgate, dup (overwritten)
-void swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate,
+void swiglu_backward(OpsContext *ctx, float *dgate, float *dup, const float *dh, const float *gate,
                      const float *up, size_t n);
 
 // ---- softmax cross-entropy ---------------------------------------------------
 // logits [n, V], targets [n] -> losses [n] (natural log). Returns the sum.
-double xent_forward(float *losses, const float *logits, const int *targets, int n, int V);
+double xent_forward(OpsContext *ctx, float *losses, const float *logits, const int *targets, int n, int V);
 // dlogits = (softmax(logits) - onehot(target)) · scale; may alias logits.
-void xent_backward(float *dlogits, const float *logits, const int *targets, int n,
+void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n,
                    int V, float scale);
 
-// ---- elementwise helpers -----------------------------------------------------
-void vec_add(float *out, const float *a, const float *b, size_t n); // out = a + b
-void vec_acc(float *out, const float *a, size_t n);                // out += a
-void vec_scale_acc(float *out, const float *a, float s, size_t n); // out += s·a
+// ---- elementwise and row helpers (all [n] unless stated) -----------------------
+void vec_copy(OpsContext *ctx, float *out, const float *a, size_t n);             // out = a
+void vec_zero(OpsContext *ctx, float *out, size_t n);                             // out = 0
+void vec_add(OpsContext *ctx, float *out, const float *a, const float *b, size_t n); // out = a + b (may alias)
+void vec_acc(OpsContext *ctx, float *out, const float *a, size_t n);              // out += a
+void vec_acc2(OpsContext *ctx, float *out, const float *a, const float *b, size_t n); // out += a + b
+void vec_scale_acc(OpsContext *ctx, float *out, const float *a, float s, size_t n); // out += s·a
+void vec_axpy(OpsContext *ctx, float *out, const float *a, float s, const float *b, size_t n); // out = a + s·b
+// out [rows, d] = row [d] at every row
+void rows_broadcast(OpsContext *ctx, float *out, const float *row, int rows, int d);
+// dsum [d] += Σ_r in[r, :] (in double over the rows, in order)
+void rows_sum(OpsContext *ctx, float *dsum, const float *in, int rows, int d);
+// Σ a[i]² over n floats, in double, in a fixed order.
+double sum_squares(OpsContext *ctx, const float *a, size_t n);
+
+// ---- AdamW (decoupled weight decay, torch.optim.AdamW) ---------------------------
+// One update of p, m, v [n] from g [n] (scaled by grad_scale, the clipping
+// factor): p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + eps), with
+// m, v the updated moments.
+typedef struct { float lr, beta1, beta2, eps, weight_decay, bc1, bc2_sqrt, grad_scale; } AdamWStep;
+void adamw_update(OpsContext *ctx, float *p, float *m, float *v, const float *g, size_t n, AdamWStep s);
 
 // ---- depth routing (SPEC §2.2 and §5) -----------------------------------------
-// Route(S, q, g, H) over n_src sources given as pointers, each [n_tok, d].
-// x [n_tok, d] (overwritten), w [n_src, n_tok, H] softmax weights (saved).
-// q, g [d]. H divides d. eps is the key RMS epsilon. scratch: see below.
-void route_forward(float *x, float *w, float *scratch, const float *const *src, int n_src,
+// The sources of one read: n rows of [n_tok, d] in one buffer, row i at
+// base + i·stride floats (stride 0 repeats one row). With `tail` set, the
+// last row is `tail` instead (block routing's partial sum, which lives apart
+// from the completed block summaries).
+typedef struct { const float *base; size_t stride; int n; const float *tail; } RouteSources;
+// Their gradient rows, laid out the same way.
+typedef struct { float *base; size_t stride; float *tail; } RouteGrads;
+
+// Route(S, q, g, H): x [n_tok, d] (overwritten), w [S.n, n_tok, H] softmax
+// weights (saved). q, g [d]. H divides d. eps is the key RMS epsilon.
+// scratch: route_scratch_floats (both passes).
+void route_forward(OpsContext *ctx, float *x, float *w, float *scratch, RouteSources S,
                    const float *q, const float *g, int n_tok, int d, int H, float eps);
-// dx [n_tok, d] -> dsrc[n] (each ACCUMULATES, may be NULL for a source that
-// needs no gradient), dq [d], dg [d] (accumulate). scratch (both passes):
-// route_scratch_floats(n_src, d, H) floats for the current OpenMP thread
-// count (q ⊙ g and the per-thread partials of the deterministic dq/dg
-// reduction); a size computed for (n_src, d, H) also serves any call with
-// fewer sources or heads.
-size_t route_scratch_floats(int n_src, int d, int H);
-void route_backward(float *const *dsrc, float *dq, float *dg, float *scratch,
-                    const float *dx, const float *w, const float *const *src,
-                    int n_src, const float *q, const float *g, int n_tok, int d,
-                    int H, float eps);
-// The same, but WRITES the dsrc rows instead of adding to them: for the
-// first backward to touch them (full routing's final read reads every
-// source), so they need no zeroing beforehand.
-void route_backward_set(float *const *dsrc, float *dq, float *dg, float *scratch,
-                        const float *dx, const float *w, const float *const *src,
-                        int n_src, const float *q, const float *g, int n_tok, int d,
-                        int H, float eps);
+// dx [n_tok, d] -> dS rows (ACCUMULATE), dq [d], dg [d] (accumulate).
+// scratch: route_scratch_floats(ctx, n_src, d, H) floats (q ⊙ g and the
+// per-thread partials of the deterministic dq/dg reduction); a size computed
+// for (n_src, d, H) also serves any call with fewer sources or heads.
+size_t route_scratch_floats(OpsContext *ctx, int n_src, int d, int H);
+void route_backward(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float *scratch,
+                    const float *dx, const float *w, RouteSources S, const float *q,
+                    const float *g, int n_tok, int d, int H, float eps);
+// The same, but WRITES the dS rows instead of adding to them: for the first
+// backward to touch them (full routing's final read reads every source), so
+// they need no zeroing beforehand.
+void route_backward_set(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float *scratch,
+                        const float *dx, const float *w, RouteSources S, const float *q,
+                        const float *g, int n_tok, int d, int H, float eps);
+// Statistics of saved weights w [n_src, n_tok, H], per head h, summed over
+// tokens into (accumulating) entropy, first, last [H]: entropy in nats, the
+// weight on source 0 and on source n_src-1.
+void route_weight_stats(OpsContext *ctx, double *entropy, double *first, double *last, const float *w,
+                        int n_src, int n_tok, int H);
+// The probes of SPEC §4 (analysis/probe.h says what they mean), in double.
+// Width disagreement: out[t] = (1/slices) Σ_s KL(a_s ‖ α), slices divides d.
+void route_probe_width(OpsContext *ctx, double *out, RouteSources S, const float *q, const float *g,
+                       int n_tok, int d, int slices, float eps);
+// Head deviation: out[t·H + h] = KL(w_h ‖ mean_h w_h), H divides d.
+void route_probe_heads(OpsContext *ctx, double *out, RouteSources S, const float *q, const float *g,
+                       int n_tok, int d, int H, float eps);
+// The largest |w − a_h| between saved weights w [n_src, n_tok, H] and the
+// slice distributions recomputed in double (NaN if any is NaN).
+double route_probe_weight_error(OpsContext *ctx, const float *w, RouteSources S, const float *q,
+                                const float *g, int n_tok, int d, int H, float eps);
+
+// ---- static hyper-connections (SPEC §2.5), 4 streams ----------------------------
+// Streams are 4 rows of [n_tok, d] at base + i·stride (stride 0: one row
+// four times, the embedding before the first write).
+typedef struct { const float *base; size_t stride; } HcStreams;
+// x [n] = Σ_i p_i H_i
+void hc_read(OpsContext *ctx, float *x, HcStreams H, const float p[4], size_t n);
+// new_i = Σ_j A[i, j] H_j + β_i o (4 rows at out, stride out_stride), and the
+// next read x_next = Σ_i p_next_i new_i from the same registers.
+void hc_write(OpsContext *ctx, float *out, size_t out_stride, float *x_next, HcStreams H, const float *o,
+              const float A[16], const float beta[4], const float p_next[4], size_t n);
+// The backward of read s fused with that of write s-1 (see residual/hc.c):
+// with g_j = G_j + p_j dx (G absent when fresh), dout += Σ_j β_j g_j and
+// G_i ← Σ_j A[j, i] g_j in place (G: 4 rows at G, stride g_stride), and
+// S[25] = per-chunk-summed dots ⟨a_l, b_i⟩ for a = G_0..G_3 (before the
+// update; 0 when fresh), dx and b = H_0..H_3, o: the parameter gradients'
+// ingredients.
+void hc_backward(OpsContext *ctx, double S[25], float *G, size_t g_stride, float *dout, const float *dx,
+                 HcStreams H, const float *o, const float A[16], const float beta[4], const float p[4],
+                 int fresh, int n_tok, int d);
+// The first read (all streams are the embedding): demb += Σ_r (G_r + p_r dx).
+void hc_first_read_backward(OpsContext *ctx, float *demb, const float *G, size_t g_stride, const float *dx,
+                            const float p[4], size_t n);
+
+// ---- DenseFormer depth-weighted averaging (SPEC §2.6) ----------------------------
+// y [n_tok, d] = Σ_{j<count} alpha[j] X_j, X_j at X + j·x_stride.
+void dwa_average(OpsContext *ctx, float *y, const float *X, size_t x_stride, const float *alpha, int count,
+                 int n_tok, int d);
+// Its backward for gy = dnext + dx (dnext NULL: gy = dx): dX_j (at dX +
+// j·dx_stride) += alpha[j] gy, dalpha[j] += ⟨gy, X_j⟩ (accumulates).
+// scratch: dwa_scratch_floats(d, count) floats.
+size_t dwa_scratch_floats(int d, int count);
+void dwa_backward(OpsContext *ctx, float *dX, size_t dx_stride, float *dalpha, float *scratch, const float *dnext,
+                  const float *dx, const float *X, size_t x_stride, const float *alpha, int count, int n_tok,
+                  int d);
+
+// ---- delta_mh's gated read (SPEC §2.7) -------------------------------------------
+// Backward of x = r + a·y for one site: dr += dx, dy = a·dx, and
+// *da += Σ dx·y (tokens in fixed chunks, in double).
+void gated_read_backward(OpsContext *ctx, float *dr, float *dy, float *da, const float *dx, const float *y,
+                         float a, int n_tok, int d);

@@ -12,6 +12,9 @@
 
 #define P(m, off) ((m)->params + (off))
 #define G(m, off) ((m)->grads + (off))
+#define SRC(m, s) ((m)->sources + (size_t)(s) * (m)->row_floats)     // row s of [2L+1][n, d]
+#define DSRC(m, s) ((m)->dsources + (size_t)(s) * (m)->row_floats)
+#define INPUT(m, s) ((m)->inputs + (size_t)(s) * (m)->row_floats)
 
 // ---------------------------------------------------------------------------
 // Parameter table (SPEC §3 names, HF Qwen3 layout: matrices are [out, in])
@@ -71,8 +74,10 @@ int model_create(Model *m, const Config *cfg) {
     if (mem_check(2.0 * sizeof(float) * (double)m->table.total, "a model of %.0fM parameters (weights and "
                   "gradients)", (double)m->table.total / 1e6))
         return MHAR_ERR;
-    m->params = mhar_alloc(m->table.total * sizeof(float));
-    m->grads = mhar_alloc(m->table.total * sizeof(float));
+    m->ctx = ops_open();
+    if (!m->ctx) return MHAR_ERR;
+    m->params = ops_alloc(m->ctx, m->table.total * sizeof(float));
+    m->grads = ops_alloc(m->ctx, m->table.total * sizeof(float));
     if (!m->params || !m->grads) return MHAR_ERR;
     return MHAR_OK;
 }
@@ -117,11 +122,12 @@ static void carve_all(Model *m, Carver *cv) {
     size_t n = (size_t)m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
     size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
     int L = c->num_hidden_layers, rows = 2 * L + 1;
-    for (int s = 0; s < rows; s++) {
-        m->sources[s] = carve(cv, n * d);
-        m->dsources[s] = carve(cv, n * d);
-        m->inputs[s] = carve(cv, n * d);
-    }
+    // Sources, their gradients and the inputs: each one buffer of 2L+1 rows
+    // (the routing kernels read a row stride, not a list of pointers).
+    m->row_floats = (n * d + 15) / 16 * 16;
+    m->sources = carve(cv, rows * m->row_floats);
+    m->dsources = carve(cv, rows * m->row_floats);
+    m->inputs = carve(cv, rows * m->row_floats);
     for (int l = 0; l < L; l++) {
         AttnActs *a = &m->attn[l];
         a->xn = carve(cv, n * d); a->rstd = carve(cv, n);
@@ -142,7 +148,7 @@ static void carve_all(Model *m, Carver *cv) {
     m->d_y = carve(cv, n * nh * hd);
     m->d_gate = carve(cv, n * f); m->d_up = carve(cv, n * f); m->d_hid = carve(cv, n * f);
     m->att_scratch = carve(cv, attention_scratch_floats(m->B, m->T, nkv));
-    m->res.scratch_floats = route_scratch_floats(rows, d, c->attnres_num_heads);
+    m->res.scratch_floats = route_scratch_floats(m->ctx, rows, d, c->attnres_num_heads);
     m->res.scratch = carve(cv, m->res.scratch_floats);
     m->res.acts = carve(cv, m->scheme->act_floats(c, (int)n));
     m->rope_cos = carve(cv, (size_t)m->T * hd / 2); m->rope_sin = carve(cv, (size_t)m->T * hd / 2);
@@ -162,31 +168,27 @@ int model_check_batch(const Config *c, int B, int T) {
 int model_alloc_acts(Model *m, int B, int T) {
     const Config *c = &m->cfg;
     if (model_check_batch(c, B, T)) return MHAR_ERR;
-    int rows = 2 * c->num_hidden_layers + 1;
-    mhar_free(m->arena);
+    ops_free(m->ctx, m->arena);
     m->arena = NULL;  // a refusal below must not leave it dangling for model_free
     m->B = B; m->T = T;
-    if (!m->sources) {
-        m->sources = mhar_alloc(sizeof(float *) * rows);
-        m->dsources = mhar_alloc(sizeof(float *) * rows);
-        m->inputs = mhar_alloc(sizeof(float *) * rows);
+    if (!m->attn) {
         m->attn = mhar_alloc(sizeof(AttnActs) * c->num_hidden_layers);
         m->mlp = mhar_alloc(sizeof(MlpActs) * c->num_hidden_layers);
-        if (!m->sources || !m->dsources || !m->inputs || !m->attn || !m->mlp) return MHAR_ERR;
+        if (!m->attn || !m->mlp) return MHAR_ERR;
     }
     Carver cv = {NULL, 0, 1, 0};
     carve_all(m, &cv);
     if (mem_check(cv.total * sizeof(float), "the activations of batch %d x sequence %d", B, T)) return MHAR_ERR;
     m->arena_floats = cv.used;
-    m->arena = mhar_alloc(cv.used * sizeof(float));
+    m->arena = ops_alloc(m->ctx, cv.used * sizeof(float));
     if (!m->arena) return MHAR_ERR;
     cv = (Carver){m->arena, 0, 0, 0};
     carve_all(m, &cv);
-    rope_table(m->rope_cos, m->rope_sin, T, c->head_dim, c->rope_theta);
+    rope_table(m->ctx, m->rope_cos, m->rope_sin, T, c->head_dim, c->rope_theta);
 
     Residual *r = &m->res;
-    r->scheme = m->scheme; r->cfg = &m->cfg; r->n_tok = B * T;
-    r->sources = m->sources; r->dsources = m->dsources; r->inputs = m->inputs;
+    r->scheme = m->scheme; r->cfg = &m->cfg; r->ctx = m->ctx; r->n_tok = B * T;
+    r->sources = m->sources; r->dsources = m->dsources; r->inputs = m->inputs; r->row_floats = m->row_floats;
     r->table = &m->table; r->params = m->params; r->grads = m->grads;
     return m->scheme->bind(r);
 }
@@ -201,16 +203,16 @@ static void attention_sublayer_forward(Model *m, int l, const float *x, float *o
     int B = m->B, T = m->T, n = B * T, d = c->hidden_size, hd = c->head_dim;
     int nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     float eps = c->rms_norm_eps;
-    rmsnorm_forward(a->xn, a->rstd, x, P(m, o->in_norm), n, d, eps);
-    matmul_forward(a->q_raw, a->xn, P(m, o->wq), n, d, nh * hd);
-    matmul_forward(a->k_raw, a->xn, P(m, o->wk), n, d, nkv * hd);
-    matmul_forward(a->v, a->xn, P(m, o->wv), n, d, nkv * hd);
-    rmsnorm_forward(a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), n * nh, hd, eps);
-    rmsnorm_forward(a->k, a->k_rstd, a->k_raw, P(m, o->k_norm), n * nkv, hd, eps);
-    rope_forward(a->q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
-    rope_forward(a->k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
-    attention_forward(a->y, a->att, a->q, a->k, a->v, B, T, nh, nkv, hd);
-    matmul_forward(out, a->y, P(m, o->wo), n, nh * hd, d);
+    rmsnorm_forward(m->ctx, a->xn, a->rstd, x, P(m, o->in_norm), n, d, eps);
+    matmul_forward(m->ctx, a->q_raw, a->xn, P(m, o->wq), n, d, nh * hd);
+    matmul_forward(m->ctx, a->k_raw, a->xn, P(m, o->wk), n, d, nkv * hd);
+    matmul_forward(m->ctx, a->v, a->xn, P(m, o->wv), n, d, nkv * hd);
+    rmsnorm_forward(m->ctx, a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), n * nh, hd, eps);
+    rmsnorm_forward(m->ctx, a->k, a->k_rstd, a->k_raw, P(m, o->k_norm), n * nkv, hd, eps);
+    rope_forward(m->ctx, a->q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
+    rope_forward(m->ctx, a->k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
+    attention_forward(m->ctx, a->y, a->att, a->q, a->k, a->v, B, T, nh, nkv, hd);
+    matmul_forward(m->ctx, out, a->y, P(m, o->wo), n, nh * hd, d);
 }
 
 // dout [n, d] -> dx [n, d] (overwritten); parameter grads accumulate.
@@ -220,20 +222,20 @@ static void attention_sublayer_backward(Model *m, int l, const float *x, const f
     AttnActs *a = &m->attn[l];
     int B = m->B, T = m->T, n = B * T, d = c->hidden_size, hd = c->head_dim;
     int nh = c->num_attention_heads, nkv = c->num_key_value_heads;
-    matmul_backward(m->d_y, G(m, o->wo), dout, a->y, P(m, o->wo), n, nh * hd, d);
-    attention_backward(m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_y, a->att, a->q, a->k, a->v,
+    matmul_backward(m->ctx, m->d_y, G(m, o->wo), dout, a->y, P(m, o->wo), n, nh * hd, d);
+    attention_backward(m->ctx, m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_y, a->att, a->q, a->k, a->v,
                        B, T, nh, nkv, hd);
-    rope_backward(m->d_q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
-    rope_backward(m->d_k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
-    rmsnorm_backward(m->d_qraw, G(m, o->q_norm), m->d_q, a->q_raw, P(m, o->q_norm), a->q_rstd, n * nh, hd);
-    rmsnorm_backward(m->d_kraw, G(m, o->k_norm), m->d_k, a->k_raw, P(m, o->k_norm), a->k_rstd, n * nkv, hd);
+    rope_backward(m->ctx, m->d_q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
+    rope_backward(m->ctx, m->d_k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
+    rmsnorm_backward(m->ctx, m->d_qraw, G(m, o->q_norm), m->d_q, a->q_raw, P(m, o->q_norm), a->q_rstd, n * nh, hd);
+    rmsnorm_backward(m->ctx, m->d_kraw, G(m, o->k_norm), m->d_k, a->k_raw, P(m, o->k_norm), a->k_rstd, n * nkv, hd);
     size_t nd = (size_t)n * d;
-    matmul_backward(m->d_xn, G(m, o->wq), m->d_qraw, a->xn, P(m, o->wq), n, d, nh * hd);
-    matmul_backward(m->d_tmp, G(m, o->wk), m->d_kraw, a->xn, P(m, o->wk), n, d, nkv * hd);
-    vec_acc(m->d_xn, m->d_tmp, nd);
-    matmul_backward(m->d_tmp, G(m, o->wv), m->d_v, a->xn, P(m, o->wv), n, d, nkv * hd);
-    vec_acc(m->d_xn, m->d_tmp, nd);
-    rmsnorm_backward(dx, G(m, o->in_norm), m->d_xn, x, P(m, o->in_norm), a->rstd, n, d);
+    matmul_backward(m->ctx, m->d_xn, G(m, o->wq), m->d_qraw, a->xn, P(m, o->wq), n, d, nh * hd);
+    matmul_backward(m->ctx, m->d_tmp, G(m, o->wk), m->d_kraw, a->xn, P(m, o->wk), n, d, nkv * hd);
+    vec_acc(m->ctx, m->d_xn, m->d_tmp, nd);
+    matmul_backward(m->ctx, m->d_tmp, G(m, o->wv), m->d_v, a->xn, P(m, o->wv), n, d, nkv * hd);
+    vec_acc(m->ctx, m->d_xn, m->d_tmp, nd);
+    rmsnorm_backward(m->ctx, dx, G(m, o->in_norm), m->d_xn, x, P(m, o->in_norm), a->rstd, n, d);
 }
 
 // ---------------------------------------------------------------------------
@@ -244,11 +246,11 @@ static void mlp_sublayer_forward(Model *m, int l, const float *x, float *out) {
     const LayerOffsets *o = &m->layers[l];
     MlpActs *a = &m->mlp[l];
     int n = m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
-    rmsnorm_forward(a->xn, a->rstd, x, P(m, o->post_norm), n, d, c->rms_norm_eps);
-    matmul_forward(a->gate, a->xn, P(m, o->w_gate), n, d, f);
-    matmul_forward(a->up, a->xn, P(m, o->w_up), n, d, f);
-    swiglu_forward(a->hid, a->gate, a->up, (size_t)n * f);
-    matmul_forward(out, a->hid, P(m, o->w_down), n, f, d);
+    rmsnorm_forward(m->ctx, a->xn, a->rstd, x, P(m, o->post_norm), n, d, c->rms_norm_eps);
+    matmul_forward(m->ctx, a->gate, a->xn, P(m, o->w_gate), n, d, f);
+    matmul_forward(m->ctx, a->up, a->xn, P(m, o->w_up), n, d, f);
+    swiglu_forward(m->ctx, a->hid, a->gate, a->up, (size_t)n * f);
+    matmul_forward(m->ctx, out, a->hid, P(m, o->w_down), n, f, d);
 }
 
 static void mlp_sublayer_backward(Model *m, int l, const float *x, const float *dout, float *dx) {
@@ -256,12 +258,12 @@ static void mlp_sublayer_backward(Model *m, int l, const float *x, const float *
     const LayerOffsets *o = &m->layers[l];
     MlpActs *a = &m->mlp[l];
     int n = m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
-    matmul_backward(m->d_hid, G(m, o->w_down), dout, a->hid, P(m, o->w_down), n, f, d);
-    swiglu_backward(m->d_gate, m->d_up, m->d_hid, a->gate, a->up, (size_t)n * f);
-    matmul_backward(m->d_xn, G(m, o->w_gate), m->d_gate, a->xn, P(m, o->w_gate), n, d, f);
-    matmul_backward(m->d_tmp, G(m, o->w_up), m->d_up, a->xn, P(m, o->w_up), n, d, f);
-    vec_acc(m->d_xn, m->d_tmp, (size_t)n * d);
-    rmsnorm_backward(dx, G(m, o->post_norm), m->d_xn, x, P(m, o->post_norm), a->rstd, n, d);
+    matmul_backward(m->ctx, m->d_hid, G(m, o->w_down), dout, a->hid, P(m, o->w_down), n, f, d);
+    swiglu_backward(m->ctx, m->d_gate, m->d_up, m->d_hid, a->gate, a->up, (size_t)n * f);
+    matmul_backward(m->ctx, m->d_xn, G(m, o->w_gate), m->d_gate, a->xn, P(m, o->w_gate), n, d, f);
+    matmul_backward(m->ctx, m->d_tmp, G(m, o->w_up), m->d_up, a->xn, P(m, o->w_up), n, d, f);
+    vec_acc(m->ctx, m->d_xn, m->d_tmp, (size_t)n * d);
+    rmsnorm_backward(m->ctx, dx, G(m, o->post_norm), m->d_xn, x, P(m, o->post_norm), a->rstd, n, d);
 }
 
 // ---------------------------------------------------------------------------
@@ -272,50 +274,49 @@ float model_forward(Model *m, const int *tokens, const int *targets) {
     Residual *r = &m->res;
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     if (tokens != m->tokens) memcpy(m->tokens, tokens, sizeof(int) * n);
-    embedding_forward(m->sources[0], tokens, P(m, m->off_embed), n, d);
+    embedding_forward(m->ctx, SRC(m, 0), tokens, P(m, m->off_embed), n, d);
     for (int l = 0; l < L; l++) {
         int s = 2 * l;
         m->scheme->read(r, s);
-        attention_sublayer_forward(m, l, m->inputs[s], m->sources[s + 1]);
+        attention_sublayer_forward(m, l, INPUT(m, s), SRC(m, s + 1));
         m->scheme->write(r, s);
         m->scheme->read(r, s + 1);
-        mlp_sublayer_forward(m, l, m->inputs[s + 1], m->sources[s + 2]);
+        mlp_sublayer_forward(m, l, INPUT(m, s + 1), SRC(m, s + 2));
         m->scheme->write(r, s + 1);
     }
     m->scheme->read(r, 2 * L);
-    rmsnorm_forward(m->final_xn, m->final_rstd, m->inputs[2 * L], P(m, m->off_norm), n, d, c->rms_norm_eps);
-    matmul_forward(m->logits, m->final_xn, P(m, m->off_head), n, d, V);
+    rmsnorm_forward(m->ctx, m->final_xn, m->final_rstd, INPUT(m, 2 * L), P(m, m->off_norm), n, d, c->rms_norm_eps);
+    matmul_forward(m->ctx, m->logits, m->final_xn, P(m, m->off_head), n, d, V);
     if (!targets) return 0.0f;
     if (targets != m->targets) memcpy(m->targets, targets, sizeof(int) * n);
-    return (float)(xent_forward(m->losses, m->logits, targets, n, V) / n);
+    return (float)(xent_forward(m->ctx, m->losses, m->logits, targets, n, V) / n);
 }
 
 void model_backward(Model *m, float loss_scale) {
     const Config *c = &m->cfg;
     Residual *r = &m->res;
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
-    if (!m->scheme->sets_source_grads)
-        for (int s = 0; s <= 2 * L; s++) memset(m->dsources[s], 0, sizeof(float) * (size_t)n * d);
+    if (!m->scheme->sets_source_grads) vec_zero(m->ctx, m->dsources, (size_t)(2 * L + 1) * m->row_floats);
     float *dlogits = m->logits;  // in place: the logits are not needed again
-    xent_backward(dlogits, m->logits, m->targets, n, V, loss_scale / n);
-    matmul_backward(m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
-    rmsnorm_backward(m->d_x, G(m, m->off_norm), m->d_xn, m->inputs[2 * L], P(m, m->off_norm),
+    xent_backward(m->ctx, dlogits, m->logits, m->targets, n, V, loss_scale / n);
+    matmul_backward(m->ctx, m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
+    rmsnorm_backward(m->ctx, m->d_x, G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);
     m->scheme->read_backward(r, 2 * L, m->d_x);
     for (int l = L - 1; l >= 0; l--) {
         int s = 2 * l + 1;
         m->scheme->write_backward(r, s);
-        mlp_sublayer_backward(m, l, m->inputs[s], m->dsources[s + 1], m->d_x);
+        mlp_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), m->d_x);
         m->scheme->read_backward(r, s, m->d_x);
         s = 2 * l;
         m->scheme->write_backward(r, s);
-        attention_sublayer_backward(m, l, m->inputs[s], m->dsources[s + 1], m->d_x);
+        attention_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), m->d_x);
         m->scheme->read_backward(r, s, m->d_x);
     }
-    embedding_backward(G(m, m->off_embed), m->dsources[0], m->tokens, n, d, V);
+    embedding_backward(m->ctx, G(m, m->off_embed), DSRC(m, 0), m->tokens, n, d, V);
 }
 
-void model_zero_grad(Model *m) { memset(m->grads, 0, sizeof(float) * m->table.total); }
+void model_zero_grad(Model *m) { vec_zero(m->ctx, m->grads, m->table.total); }
 
 double model_train_flops_per_token(const Model *m, int T) {
     const Config *c = &m->cfg;
@@ -328,7 +329,8 @@ double model_train_flops_per_token(const Model *m, int T) {
 // Decoding with a KV cache (sampling). The scheme's read/write run on a
 // one-token arena exactly as in training: routing is per token.
 
-int kvcache_init(KVCache *kv, const Config *c, int max_len) {
+int kvcache_init(KVCache *kv, Model *m, int max_len) {
+    const Config *c = &m->cfg;
     memset(kv, 0, sizeof *kv);
     if (max_len < 1 || max_len > c->max_position_embeddings)
         return mhar_fail("generation length %d is outside 1..max_position_embeddings %d", max_len,
@@ -336,24 +338,25 @@ int kvcache_init(KVCache *kv, const Config *c, int max_len) {
     size_t per = (size_t)c->num_hidden_layers * max_len * c->num_key_value_heads * c->head_dim;
     if (mem_check(2.0 * sizeof(float) * (double)per, "a KV cache of %d positions", max_len)) return MHAR_ERR;
     kv->max_len = max_len;
-    kv->k = mhar_alloc(per * sizeof(float));
-    kv->v = mhar_alloc(per * sizeof(float));
-    kv->scores = mhar_alloc(sizeof(float) * max_len);
-    kv->rope_cos = mhar_alloc(sizeof(float) * max_len * c->head_dim / 2);
-    kv->rope_sin = mhar_alloc(sizeof(float) * max_len * c->head_dim / 2);
+    kv->ctx = m->ctx;
+    kv->k = ops_alloc(kv->ctx, per * sizeof(float));
+    kv->v = ops_alloc(kv->ctx, per * sizeof(float));
+    kv->scores = ops_alloc(kv->ctx, sizeof(float) * max_len);
+    kv->rope_cos = ops_alloc(kv->ctx, sizeof(float) * max_len * c->head_dim / 2);
+    kv->rope_sin = ops_alloc(kv->ctx, sizeof(float) * max_len * c->head_dim / 2);
     if (!kv->k || !kv->v || !kv->scores || !kv->rope_cos || !kv->rope_sin) return MHAR_ERR;
-    rope_table(kv->rope_cos, kv->rope_sin, max_len, c->head_dim, c->rope_theta);
+    rope_table(m->ctx, kv->rope_cos, kv->rope_sin, max_len, c->head_dim, c->rope_theta);
     return MHAR_OK;
 }
 
 void kvcache_free(KVCache *kv) {
-    mhar_free(kv->k); mhar_free(kv->v); mhar_free(kv->scores);
-    mhar_free(kv->rope_cos); mhar_free(kv->rope_sin);
+    ops_free(kv->ctx, kv->k); ops_free(kv->ctx, kv->v); ops_free(kv->ctx, kv->scores);
+    ops_free(kv->ctx, kv->rope_cos); ops_free(kv->ctx, kv->rope_sin);
     memset(kv, 0, sizeof *kv);
 }
 
 // One token: x [d] -> out [d], attending to cached positions 0..pos.
-static void attention_decode(Model *m, KVCache *kv, int l, int pos, const float *x, float *out) {
+static void attention_sublayer_decode(Model *m, KVCache *kv, int l, int pos, const float *x, float *out) {
     const Config *c = &m->cfg;
     const LayerOffsets *o = &m->layers[l];
     AttnActs *a = &m->attn[l];
@@ -361,55 +364,35 @@ static void attention_decode(Model *m, KVCache *kv, int l, int pos, const float 
     int kvd = nkv * hd;
     float eps = c->rms_norm_eps;
     float *kc = kv->k + ((size_t)l * kv->max_len) * kvd, *vc = kv->v + ((size_t)l * kv->max_len) * kvd;
-    rmsnorm_forward(a->xn, a->rstd, x, P(m, o->in_norm), 1, d, eps);
-    matmul_forward(a->q_raw, a->xn, P(m, o->wq), 1, d, nh * hd);
-    matmul_forward(a->k_raw, a->xn, P(m, o->wk), 1, d, kvd);
-    matmul_forward(vc + (size_t)pos * kvd, a->xn, P(m, o->wv), 1, d, kvd);
-    rmsnorm_forward(a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), nh, hd, eps);
-    rmsnorm_forward(kc + (size_t)pos * kvd, a->k_rstd, a->k_raw, P(m, o->k_norm), nkv, hd, eps);
-    rope_forward(a->q, 1, 1, nh, hd, pos, kv->rope_cos, kv->rope_sin);
-    rope_forward(kc + (size_t)pos * kvd, 1, 1, nkv, hd, pos, kv->rope_cos, kv->rope_sin);
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int h = 0; h < nh; h++) {
-        const float *q = a->q + h * hd;
-        int g = h / (nh / nkv);
-        float mx = -INFINITY, sum = 0;
-        for (int t = 0; t <= pos; t++) {
-            const float *k = kc + (size_t)t * kvd + g * hd;
-            float dot = 0;
-            for (int i = 0; i < hd; i++) dot += q[i] * k[i];
-            kv->scores[t] = dot * scale;
-            if (kv->scores[t] > mx) mx = kv->scores[t];
-        }
-        for (int t = 0; t <= pos; t++) sum += (kv->scores[t] = expf(kv->scores[t] - mx));
-        float *y = a->y + h * hd;
-        memset(y, 0, sizeof(float) * hd);
-        for (int t = 0; t <= pos; t++) {
-            const float *v = vc + (size_t)t * kvd + g * hd;
-            float p = kv->scores[t] / sum;
-            for (int i = 0; i < hd; i++) y[i] += p * v[i];
-        }
-    }
-    matmul_forward(out, a->y, P(m, o->wo), 1, nh * hd, d);
+    rmsnorm_forward(m->ctx, a->xn, a->rstd, x, P(m, o->in_norm), 1, d, eps);
+    matmul_forward(m->ctx, a->q_raw, a->xn, P(m, o->wq), 1, d, nh * hd);
+    matmul_forward(m->ctx, a->k_raw, a->xn, P(m, o->wk), 1, d, kvd);
+    matmul_forward(m->ctx, vc + (size_t)pos * kvd, a->xn, P(m, o->wv), 1, d, kvd);
+    rmsnorm_forward(m->ctx, a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), nh, hd, eps);
+    rmsnorm_forward(m->ctx, kc + (size_t)pos * kvd, a->k_rstd, a->k_raw, P(m, o->k_norm), nkv, hd, eps);
+    rope_forward(m->ctx, a->q, 1, 1, nh, hd, pos, kv->rope_cos, kv->rope_sin);
+    rope_forward(m->ctx, kc + (size_t)pos * kvd, 1, 1, nkv, hd, pos, kv->rope_cos, kv->rope_sin);
+    attention_decode(m->ctx, a->y, kv->scores, a->q, kc, vc, pos + 1, nh, nkv, hd);
+    matmul_forward(m->ctx, out, a->y, P(m, o->wo), 1, nh * hd, d);
 }
 
 const float *model_decode_step(Model *m, KVCache *kv, int token, int pos) {
     const Config *c = &m->cfg;
     Residual *r = &m->res;
     int d = c->hidden_size, L = c->num_hidden_layers;
-    embedding_forward(m->sources[0], &token, P(m, m->off_embed), 1, d);
+    embedding_forward(m->ctx, SRC(m, 0), &token, P(m, m->off_embed), 1, d);
     for (int l = 0; l < L; l++) {
         int s = 2 * l;
         m->scheme->read(r, s);
-        attention_decode(m, kv, l, pos, m->inputs[s], m->sources[s + 1]);
+        attention_sublayer_decode(m, kv, l, pos, INPUT(m, s), SRC(m, s + 1));
         m->scheme->write(r, s);
         m->scheme->read(r, s + 1);
-        mlp_sublayer_forward(m, l, m->inputs[s + 1], m->sources[s + 2]);
+        mlp_sublayer_forward(m, l, INPUT(m, s + 1), SRC(m, s + 2));
         m->scheme->write(r, s + 1);
     }
     m->scheme->read(r, 2 * L);
-    rmsnorm_forward(m->final_xn, m->final_rstd, m->inputs[2 * L], P(m, m->off_norm), 1, d, c->rms_norm_eps);
-    matmul_forward(m->logits, m->final_xn, P(m, m->off_head), 1, d, c->vocab_size);
+    rmsnorm_forward(m->ctx, m->final_xn, m->final_rstd, INPUT(m, 2 * L), P(m, m->off_norm), 1, d, c->rms_norm_eps);
+    matmul_forward(m->ctx, m->logits, m->final_xn, P(m, m->off_head), 1, d, c->vocab_size);
     return m->logits;
 }
 
@@ -436,10 +419,10 @@ int model_save(const Model *m, const char *dir) {
 }
 
 void model_free(Model *m) {
-    mhar_free(m->params); mhar_free(m->grads); mhar_free(m->arena); mhar_free(m->layers);
-    mhar_free(m->sources); mhar_free(m->dsources); mhar_free(m->inputs);
-    mhar_free(m->attn); mhar_free(m->mlp);
+    ops_free(m->ctx, m->params); ops_free(m->ctx, m->grads); ops_free(m->ctx, m->arena);
+    mhar_free(m->layers); mhar_free(m->attn); mhar_free(m->mlp);
     residual_release(&m->res);
+    ops_close(m->ctx);
     ptable_free(&m->table);
     memset(m, 0, sizeof *m);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "config.h"
 #include "params.h"
+#include "../kernels/ops.h"
 #include "../residual/residual.h"
 
 typedef struct {   // offsets (in floats) of one layer's tensors in the buffer
@@ -29,6 +30,7 @@ typedef struct {   // saved activations of one MLP sublayer
 
 typedef struct {
     Config cfg;
+    OpsContext *ctx;          // the backend: every tensor below is its memory
     ParamTable table;
     float *params, *grads;    // table.total floats each
     LayerOffsets *layers;     // [L]
@@ -41,7 +43,10 @@ typedef struct {
     float *arena;
     size_t arena_floats;
     int *tokens, *targets;    // [n]
-    float **sources, **dsources, **inputs;   // [2L+1] row pointers into the arena
+    // [2L+1] rows of [n, d] each, row s at s·row_floats: the sublayer
+    // outputs (row 0 the embedding), their gradients, the sublayer inputs.
+    float *sources, *dsources, *inputs;
+    size_t row_floats;
     AttnActs *attn;           // [L]
     MlpActs *mlp;             // [L]
     float *final_xn, *final_rstd, *logits, *losses;  // [n,d], [n], [n,V], [n]
@@ -76,13 +81,14 @@ void model_free(Model *m);
 
 // Inference with a KV cache: one token at a time, the arena sized (1, 1).
 typedef struct {
+    OpsContext *ctx;              // the model's backend, which owns the buffers
     int max_len;
     float *k, *v;                 // [L, max_len, nkv·hd] rotated keys, values
     float *scores;                // [max_len]
     float *rope_cos, *rope_sin;   // [max_len, hd/2]
 } KVCache;
 
-int kvcache_init(KVCache *kv, const Config *c, int max_len);
+int kvcache_init(KVCache *kv, Model *m, int max_len);
 void kvcache_free(KVCache *kv);
 // Feed `token` at position pos (< max_len); returns the next-token logits [V].
 const float *model_decode_step(Model *m, KVCache *kv, int token, int pos);

@@ -12,8 +12,8 @@ static void no_write(Residual *r, int s) { (void)r; (void)s; }
 
 static void baseline_read(Residual *r, int s) {
     size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
-    if (s == 0) { memcpy(r->inputs[0], r->sources[0], n * sizeof(float)); return; }
-    vec_add(r->inputs[s], r->inputs[s - 1], r->sources[s], n);
+    if (s == 0) { vec_copy(r->ctx, residual_input(r, 0), residual_source(r, 0), n); return; }
+    vec_add(r->ctx, residual_input(r, s), residual_input(r, s - 1), residual_source(r, s), n);
 }
 
 // x_s = x_{s-1} + o_{s-1}: the total gradient of x_{s-1}'s stream value,
@@ -22,8 +22,8 @@ static void baseline_read(Residual *r, int s) {
 static void baseline_read_backward(Residual *r, int s, const float *dx) {
     size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
     int last = 2 * r->cfg->num_hidden_layers;
-    if (s == last) vec_acc(r->dsources[s], dx, n);
-    else vec_add(r->dsources[s], r->dsources[s + 1], dx, n);
+    if (s == last) vec_acc(r->ctx, residual_dsource(r, s), dx, n);
+    else vec_add(r->ctx, residual_dsource(r, s), residual_dsource(r, s + 1), dx, n);
 }
 
 const ResidualScheme residual_baseline = {

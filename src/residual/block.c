@@ -5,17 +5,18 @@
 // p at sublayer s is acc[s-1] and b_j is acc at block j-1's last sublayer.
 #include "residual.h"
 
-#include <string.h>
-
 #include "../kernels/ops.h"
 
 typedef struct {
     int block_layers, n_blocks;
     size_t *q, *g;        // [2L+1] site parameter offsets
     float **w;            // [2L+1] saved weights, each [n_src(s), n, H]
-    float **acc, **dacc;  // [2L] running block sums and their gradients
-    const float **src;    // [n_blocks + 2] source list being routed
-    float **dsrc;         // [n_blocks + 2] their gradient buffers
+    // Summaries [n_blocks + 1] rows of [n, d] at stride `view`: b_0 = a copy
+    // of emb (so every completed source is one strided buffer), b_j = the sum
+    // of block j-1. db: their gradients, alike.
+    float *b, *db;
+    size_t view;
+    float **acc, **dacc;  // [2L] running block sums (rows of b at a block's end) and gradients
 } BlockState;
 
 static int block_of(const BlockState *st, int s) { return (s / 2) / st->block_layers; }
@@ -28,9 +29,13 @@ static int block_end(const BlockState *st, int j, int L) {
 
 static int block_add_params(ParamTable *t, const Config *c) { return residual_add_route_sites(t, c, 1); }
 
+static size_t view_floats(const Config *c, int n_tok) { return ((size_t)n_tok * c->hidden_size + 15) / 16 * 16; }
+
+// Weights, the summaries and their gradients, and a partial sum (and its
+// gradient) for every sublayer that does not end a block.
 static size_t block_act_floats(const Config *c, int n_tok) {
-    size_t L = c->num_hidden_layers, sites = 2 * L + 1, nd = (size_t)n_tok * c->hidden_size;
-    return sites * (residual_n_blocks(c) + 2) * n_tok * c->attnres_num_heads + 2 * (2 * L) * nd;
+    size_t L = c->num_hidden_layers, sites = 2 * L + 1, nb = residual_n_blocks(c);
+    return sites * (nb + 2) * n_tok * c->attnres_num_heads + 2 * (nb + 1 + 2 * L - nb) * view_floats(c, n_tok);
 }
 
 static int block_bind(Residual *r) {
@@ -39,7 +44,7 @@ static int block_bind(Residual *r) {
     BlockState *st = r->priv;
     if (!st) {
         size_t bytes = sizeof(BlockState) + sites * (2 * sizeof(size_t) + sizeof(float *)) +
-                       2 * (2 * L) * sizeof(float *) + 2 * (nb + 2) * sizeof(float *);
+                       2 * (2 * L) * sizeof(float *);
         st = r->priv = mhar_alloc(bytes);
         if (!st) return MHAR_ERR;
         st->q = (size_t *)(st + 1);
@@ -47,64 +52,74 @@ static int block_bind(Residual *r) {
         st->w = (float **)(st->g + sites);
         st->acc = st->w + sites;
         st->dacc = st->acc + 2 * L;
-        st->src = (const float **)(st->dacc + 2 * L);
-        st->dsrc = (float **)(st->src + nb + 2);
     }
     st->block_layers = residual_block_layers(c);
     st->n_blocks = nb;
-    size_t nd = (size_t)r->n_tok * c->hidden_size;
+    st->view = view_floats(c, r->n_tok);
     float *p = r->acts;
     for (int s = 0; s < sites; s++) {
         if (residual_route_site(r, s, &st->q[s], &st->g[s])) return MHAR_ERR;
         st->w[s] = p;
         p += (size_t)(nb + 2) * r->n_tok * c->attnres_num_heads;
     }
-    for (int s = 0; s < 2 * L; s++) { st->acc[s] = p; p += nd; st->dacc[s] = p; p += nd; }
+    st->b = p; p += (size_t)(nb + 1) * st->view;
+    st->db = p; p += (size_t)(nb + 1) * st->view;
+    for (int s = 0; s < 2 * L; s++) {
+        int j = block_of(st, s);
+        if (s == block_end(st, j, L)) {
+            st->acc[s] = st->b + (size_t)(j + 1) * st->view;
+            st->dacc[s] = st->db + (size_t)(j + 1) * st->view;
+        } else {
+            st->acc[s] = p; p += st->view;
+            st->dacc[s] = p; p += st->view;
+        }
+    }
     return MHAR_OK;
 }
 
-// The sources of site s (and, for backward, their gradient buffers).
-static int gather(Residual *r, BlockState *st, int s) {
-    int L = r->cfg->num_hidden_layers, final = s == 2 * L;
-    int completed = final ? st->n_blocks : block_of(st, s), n = 0;
-    st->src[n] = r->sources[0];
-    st->dsrc[n++] = r->dsources[0];
-    for (int j = 0; j < completed; j++, n++) {
-        st->src[n] = st->acc[block_end(st, j, L)];
-        st->dsrc[n] = st->dacc[block_end(st, j, L)];
-    }
-    if (!final && !first_in_block(st, s)) {
-        st->src[n] = st->acc[s - 1];
-        st->dsrc[n++] = st->dacc[s - 1];
-    }
-    return n;
+// The sources of site s: b_0 .. b_m of the completed blocks, then p (the
+// tail) inside a block.
+static RouteSources sources_of(const BlockState *st, int s, int L) {
+    int final = s == 2 * L, completed = final ? st->n_blocks : block_of(st, s);
+    int partial = !final && !first_in_block(st, s);
+    return (RouteSources){st->b, st->view, completed + 1 + partial, partial ? st->acc[s - 1] : NULL};
+}
+
+static RouteGrads grads_of(const BlockState *st, int s, int L) {
+    int partial = s != 2 * L && !first_in_block(st, s);
+    return (RouteGrads){st->db, st->view, partial ? st->dacc[s - 1] : NULL};
 }
 
 static void block_read(Residual *r, int s) {
     BlockState *st = r->priv;
     const Config *c = r->cfg;
-    int n = gather(r, st, s);
-    route_forward(r->inputs[s], st->w[s], r->scratch, st->src, n, r->params + st->q[s], r->params + st->g[s],
-                  r->n_tok, c->hidden_size, c->attnres_num_heads, c->rms_norm_eps);
+    if (s == 0) vec_copy(r->ctx, st->b, residual_source(r, 0), (size_t)r->n_tok * c->hidden_size);  // b_0 = emb
+    route_forward(r->ctx, residual_input(r, s), st->w[s], r->scratch, sources_of(st, s, c->num_hidden_layers),
+                  r->params + st->q[s], r->params + st->g[s], r->n_tok, c->hidden_size, c->attnres_num_heads,
+                  c->rms_norm_eps);
 }
 
 static void block_write(Residual *r, int s) {
     BlockState *st = r->priv;
     size_t nd = (size_t)r->n_tok * r->cfg->hidden_size;
-    if (first_in_block(st, s)) memcpy(st->acc[s], r->sources[s + 1], nd * sizeof(float));
-    else vec_add(st->acc[s], st->acc[s - 1], r->sources[s + 1], nd);
+    if (first_in_block(st, s)) vec_copy(r->ctx, st->acc[s], residual_source(r, s + 1), nd);
+    else vec_add(r->ctx, st->acc[s], st->acc[s - 1], residual_source(r, s + 1), nd);
 }
 
 static void block_read_backward(Residual *r, int s, const float *dx) {
     BlockState *st = r->priv;
     const Config *c = r->cfg;
+    int L = c->num_hidden_layers;
     size_t nd = (size_t)r->n_tok * c->hidden_size;
-    if (s == 2 * c->num_hidden_layers)  // the first backward call: clear the block-sum gradients
-        for (int k = 0; k < s; k++) memset(st->dacc[k], 0, nd * sizeof(float));
-    int n = gather(r, st, s);
-    route_backward(st->dsrc, r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx, st->w[s], st->src, n,
-                   r->params + st->q[s], r->params + st->g[s], r->n_tok, c->hidden_size,
-                   c->attnres_num_heads, c->rms_norm_eps);
+    if (s == 2 * L) {  // the first backward call: clear the summary and partial-sum gradients
+        vec_zero(r->ctx, st->db, (size_t)(st->n_blocks + 1) * st->view);
+        for (int k = 0; k < s; k++)
+            if (k != block_end(st, block_of(st, k), L)) vec_zero(r->ctx, st->dacc[k], nd);
+    }
+    route_backward(r->ctx, grads_of(st, s, L), r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx,
+                   st->w[s], sources_of(st, s, L), r->params + st->q[s], r->params + st->g[s], r->n_tok,
+                   c->hidden_size, c->attnres_num_heads, c->rms_norm_eps);
+    if (s == 0) vec_acc(r->ctx, residual_dsource(r, 0), st->db, nd);  // b_0 is emb
 }
 
 // acc[s] = acc[s-1] + o_s: its gradient is complete here (every reader of
@@ -112,14 +127,13 @@ static void block_read_backward(Residual *r, int s, const float *dx) {
 static void block_write_backward(Residual *r, int s) {
     BlockState *st = r->priv;
     size_t nd = (size_t)r->n_tok * r->cfg->hidden_size;
-    vec_acc(r->dsources[s + 1], st->dacc[s], nd);
-    if (!first_in_block(st, s)) vec_acc(st->dacc[s - 1], st->dacc[s], nd);
+    vec_acc(r->ctx, residual_dsource(r, s + 1), st->dacc[s], nd);
+    if (!first_in_block(st, s)) vec_acc(r->ctx, st->dacc[s - 1], st->dacc[s], nd);
 }
 
 static const float *block_route_weights(const Residual *r, int s, int *n_src) {
     BlockState *st = r->priv;
-    int L = r->cfg->num_hidden_layers;
-    *n_src = 1 + (s == 2 * L ? st->n_blocks : block_of(st, s) + !first_in_block(st, s));
+    *n_src = sources_of(st, s, r->cfg->num_hidden_layers).n;
     return st->w[s];
 }
 

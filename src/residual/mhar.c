@@ -42,7 +42,8 @@ static int mhar_bind(Residual *r) {
 static void mhar_read(Residual *r, int s) {
     RouteState *st = r->priv;
     const Config *c = r->cfg;
-    route_forward(r->inputs[s], st->w[s], r->scratch, (const float *const *)r->sources, s + 1, r->params + st->q[s],
+    const RouteSources S = {r->sources, r->row_floats, s + 1, NULL};
+    route_forward(r->ctx, residual_input(r, s), st->w[s], r->scratch, S, r->params + st->q[s],
                   r->params + st->g[s], r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
 }
 
@@ -51,10 +52,11 @@ static void mhar_read(Residual *r, int s) {
 static void mhar_read_backward(Residual *r, int s, const float *dx) {
     RouteState *st = r->priv;
     const Config *c = r->cfg;
+    const RouteSources S = {r->sources, r->row_floats, s + 1, NULL};
+    const RouteGrads dS = {r->dsources, r->row_floats, NULL};
     (s == 2 * c->num_hidden_layers ? route_backward_set : route_backward)(
-        r->dsources, r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx, st->w[s],
-        (const float *const *)r->sources, s + 1, r->params + st->q[s], r->params + st->g[s],
-        r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
+        r->ctx, dS, r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx, st->w[s], S,
+        r->params + st->q[s], r->params + st->g[s], r->n_tok, c->hidden_size, heads(c), c->rms_norm_eps);
 }
 
 static void no_write(Residual *r, int s) { (void)r; (void)s; }

@@ -6,6 +6,7 @@
 #pragma once
 #include <stddef.h>
 #include "../model/config.h"
+#include "../kernels/ops.h"
 #include "../model/params.h"
 #include "../util/common.h"
 
@@ -55,10 +56,13 @@ typedef struct {
 struct Residual {
     const ResidualScheme *scheme;
     const Config *cfg;
+    OpsContext *ctx;         // the backend every op runs on
     int n_tok;               // tokens in the batch (B·T)
-    float **sources;         // [2L+1] rows of [n_tok, d]: row 0 = embedding, row s+1 = o_s
-    float **dsources;        // their gradients, zeroed before backward (see sets_source_grads)
-    float **inputs;          // [2L+1] rows: x_s, and row 2L = h (final read)
+    // Three buffers of 2L+1 rows of [n_tok, d], row s at s·row_floats:
+    float *sources;          // row 0 = embedding, row s+1 = o_s
+    float *dsources;         // their gradients, zeroed before backward (see sets_source_grads)
+    float *inputs;           // x_s, and row 2L = h (final read)
+    size_t row_floats;
     const ParamTable *table;
     float *params, *grads;
     float *acts;             // the scheme's slice of the activation arena
@@ -66,6 +70,10 @@ struct Residual {
     size_t scratch_floats;
     void *priv;              // the scheme's bound state (param offsets ...)
 };
+
+static inline float *residual_source(const Residual *r, int s) { return r->sources + (size_t)s * r->row_floats; }
+static inline float *residual_dsource(const Residual *r, int s) { return r->dsources + (size_t)s * r->row_floats; }
+static inline float *residual_input(const Residual *r, int s) { return r->inputs + (size_t)s * r->row_floats; }
 
 // The registry: every scheme, in a fixed order (baseline first). Every list
 // of schemes, default and check elsewhere derives from it.

@@ -1,6 +1,7 @@
 #include "route_stats.h"
 
-#include <math.h>
+#include "../kernels/ops.h"
+
 #include <string.h>
 
 int route_stats_init(RouteStats *st, const Residual *r) {
@@ -23,21 +24,8 @@ void route_stats_add(RouteStats *st, const Residual *r) {
         int n_src;
         const float *w = r->scheme->route_weights(r, s, &n_src);
         st->n_src[s] = n_src;
-        for (int h = 0; h < H; h++) {
-            double ent = 0, first = 0, last = 0;
-            #pragma omp parallel for reduction(+ : ent, first, last) schedule(static)
-            for (int t = 0; t < n_tok; t++) {
-                for (int k = 0; k < n_src; k++) {
-                    double p = w[((size_t)k * n_tok + t) * H + h];
-                    if (p > 0) ent -= p * log(p);
-                }
-                first += w[(size_t)t * H + h];
-                last += w[((size_t)(n_src - 1) * n_tok + t) * H + h];
-            }
-            st->entropy[s * H + h] += ent;
-            st->w_first[s * H + h] += first;
-            st->w_last[s * H + h] += last;
-        }
+        route_weight_stats(r->ctx, st->entropy + s * H, st->w_first + s * H, st->w_last + s * H, w, n_src,
+                           n_tok, H);
     }
     st->tokens += n_tok;
 }

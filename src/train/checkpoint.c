@@ -183,7 +183,7 @@ int checkpoint_load(const char *dir, Model *m, AdamW *opt, TrainState *st) {
     if (path_join(ck, sizeof ck, dir, "checkpoint")) return MHAR_ERR;
     if (checkpoint_load_state(dir, st)) return MHAR_ERR;
     if (model_load(m, ck)) return MHAR_ERR;
-    if (adamw_init(opt, m->table.total)) return MHAR_ERR;
+    if (adamw_init(opt, m->ctx, m->table.total)) return MHAR_ERR;
     if (path_join(path, sizeof path, ck, "optimizer.safetensors")) return MHAR_ERR;
     if (safetensors_load(path, &opt->moments, opt->state, 0)) return MHAR_ERR;
     opt->step = st->opt_step;

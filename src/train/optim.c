@@ -7,8 +7,9 @@
 #include "../util/common.h"
 #include "../util/memlimit.h"
 
-int adamw_init(AdamW *o, size_t n) {
+int adamw_init(AdamW *o, OpsContext *ctx, size_t n) {
     memset(o, 0, sizeof *o);
+    o->ctx = ctx;
     o->beta1 = 0.9f; o->beta2 = 0.95f; o->eps = 1e-8f; o->weight_decay = 0.1f; o->clip = 1.0f;
     o->n = n;
     if (n > (size_t)INT32_MAX) return mhar_fail("%zu parameters exceed the optimizer's limit", n);
@@ -18,7 +19,7 @@ int adamw_init(AdamW *o, size_t n) {
     if (im < 0 || iv < 0) return MHAR_ERR;
     if (mem_check(sizeof(float) * (double)o->moments.total, "the AdamW moments of %.0fM parameters", n / 1e6))
         return MHAR_ERR;
-    o->state = mhar_alloc(o->moments.total * sizeof(float));
+    o->state = ops_alloc(ctx, o->moments.total * sizeof(float));
     if (!o->state) return MHAR_ERR;
     o->m = o->state + o->moments.p[im].offset;
     o->v = o->state + o->moments.p[iv].offset;
@@ -26,46 +27,24 @@ int adamw_init(AdamW *o, size_t n) {
 }
 
 void adamw_free(AdamW *o) {
-    mhar_free(o->state);
+    ops_free(o->ctx, o->state);
     ptable_free(&o->moments);
     memset(o, 0, sizeof *o);
 }
 
-double grad_global_norm(const float *g, size_t n) {
-    // Fixed chunks summed in order: the same bits whatever the thread count.
-    enum { CHUNKS = 64 };
-    double part[CHUNKS];
-    size_t per = (n + CHUNKS - 1) / CHUNKS;
-    #pragma omp parallel for schedule(static)
-    for (int c = 0; c < CHUNKS; c++) {
-        size_t lo = c * per, hi = lo + per < n ? lo + per : n;
-        double acc = 0;
-        for (size_t i = lo; i < hi; i++) acc += (double)g[i] * g[i];
-        part[c] = acc;
-    }
-    double total = 0;
-    for (int c = 0; c < CHUNKS; c++) total += part[c];
-    return sqrt(total);
-}
+double grad_global_norm(OpsContext *ctx, const float *g, size_t n) { return sqrt(sum_squares(ctx, g, n)); }
 
 void adamw_step(AdamW *o, float *p, float *g, double norm, float lr) {
     o->step++;
     // torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6), at most 1.
     float scale = (float)(o->clip / (norm + 1e-6));
     if (scale > 1.0f) scale = 1.0f;
-    float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-    float bc1 = 1.0f - powf(b1, (float)o->step);
-    float bc2_sqrt = sqrtf(1.0f - powf(b2, (float)o->step));
-    float step_size = lr / bc1, decay = 1.0f - lr * o->weight_decay;
-    float *m = o->m, *v = o->v;
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < o->n; i++) {
-        float gi = g[i] * scale;
-        p[i] *= decay;
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] -= step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
-    }
+    const AdamWStep s = {
+        .lr = lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay,
+        .bc1 = 1.0f - powf(o->beta1, (float)o->step), .bc2_sqrt = sqrtf(1.0f - powf(o->beta2, (float)o->step)),
+        .grad_scale = scale,
+    };
+    adamw_update(o->ctx, p, o->m, o->v, g, o->n, s);
 }
 
 float lr_schedule(long i, long total, long warmup, float peak) {

@@ -117,7 +117,7 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
             loss += model_forward(m, inputs, targets) / st->accum;
             model_backward(m, 1.0f / st->accum);
         }
-        double norm = grad_global_norm(m->grads, m->table.total);
+        double norm = grad_global_norm(m->ctx, m->grads, m->table.total);
         if (isfinite(loss) && isfinite(norm)) {
             adamw_step(opt, m->params, m->grads, norm, lr);
             st->bad_steps = 0;

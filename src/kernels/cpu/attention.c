@@ -18,7 +18,8 @@ enum { ATT_BLOCK = 64 };
 
 // -> cos_t, sin_t [max_pos, hd/2], angle = pos · theta^(-2j/hd), in double
 // so large positions keep full float accuracy.
-void rope_table(float *cos_t, float *sin_t, int max_pos, int hd, float theta) {
+void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, float theta) {
+    (void)ctx;
     int half = hd / 2;
     for (int j = 0; j < half; j++) {
         double inv_freq = pow((double)theta, -2.0 * j / hd);
@@ -57,15 +58,17 @@ static void rope_apply(float *x, int B, int T, int n_heads, int hd, int pos0,
 }
 
 // x [B, T, n_heads, hd], in place
-void rope_forward(float *x, int B, int T, int n_heads, int hd, int pos0,
+void rope_forward(OpsContext *ctx, float *x, int B, int T, int n_heads, int hd, int pos0,
                   const float *cos_t, const float *sin_t) {
+    (void)ctx;
     rope_apply(x, B, T, n_heads, hd, pos0, cos_t, sin_t, 1.0f);
 }
 
 // dx [B, T, n_heads, hd], in place: the rotation is orthogonal, so its
 // transpose is the rotation by −angle.
-void rope_backward(float *dx, int B, int T, int n_heads, int hd, int pos0,
+void rope_backward(OpsContext *ctx, float *dx, int B, int T, int n_heads, int hd, int pos0,
                    const float *cos_t, const float *sin_t) {
+    (void)ctx;
     rope_apply(dx, B, T, n_heads, hd, pos0, cos_t, sin_t, -1.0f);
 }
 
@@ -105,8 +108,9 @@ static void attention_head_forward(float *Y, float *P, const float *Q, const flo
 }
 
 // q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], att [B, nh, T, T]
-void attention_forward(float *y, float *att, const float *q, const float *k,
+void attention_forward(OpsContext *ctx, float *y, float *att, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd) {
+    (void)ctx;
     int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd;
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * nh; bh++) {
@@ -175,10 +179,11 @@ size_t attention_scratch_floats(int B, int T, int nkv) {
 // -> dq [B, T, nh, hd], dk, dv [B, T, nkv, hd] (all overwritten).
 // One task per (batch, kv head): it owns dk/dv of that head and sums its
 // query heads in fixed order, so there are no races and no atomics.
-void attention_backward(float *dq, float *dk, float *dv, float *scratch,
+void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float *scratch,
                         const float *dy, const float *att, const float *q,
                         const float *k, const float *v, int B, int T, int nh,
                         int nkv, int hd) {
+    (void)ctx;
     int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd;
 #pragma omp parallel for schedule(static)
     for (int bg = 0; bg < B * nkv; bg++) {
@@ -192,6 +197,37 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch,
             attention_head_dq(dq + qo, dS, dy + qo, P, k + ko, v + ko, T, hd, ldq, ldk);
             attention_head_dkv(dk + ko, dv + ko, dS, P, q + qo, dy + qo, T, hd, ldq, ldk,
                                r ? 1.0f : 0.0f);
+        }
+    }
+}
+
+// ---- decoding: one new token against the KV cache ---------------------------------
+
+// q [nh, hd], k_cache, v_cache [n_pos, nkv, hd] -> y [nh, hd]; scores [n_pos]
+// scratch. One token's work is small: a single thread.
+void attention_decode(OpsContext *ctx, float *y, float *scores, const float *q, const float *k_cache,
+                      const float *v_cache, int n_pos, int nh, int nkv, int hd) {
+    (void)ctx;
+    const int kvd = nkv * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < nh; h++) {
+        const float *qh = q + h * hd;
+        const int g = h / (nh / nkv);
+        float mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n_pos; t++) {
+            const float *k = k_cache + (size_t)t * kvd + g * hd;
+            float dot = 0;
+            for (int i = 0; i < hd; i++) dot += qh[i] * k[i];
+            scores[t] = dot * scale;
+            if (scores[t] > mx) mx = scores[t];
+        }
+        for (int t = 0; t < n_pos; t++) sum += (scores[t] = expf(scores[t] - mx));
+        float *yh = y + h * hd;
+        memset(yh, 0, sizeof(float) * hd);
+        for (int t = 0; t < n_pos; t++) {
+            const float *v = v_cache + (size_t)t * kvd + g * hd;
+            const float p = scores[t] / sum;
+            for (int i = 0; i < hd; i++) yh[i] += p * v[i];
         }
     }
 }

@@ -1,4 +1,4 @@
-// Embedding, SwiGLU, softmax cross-entropy and vector helpers.
+// Embedding, SwiGLU, softmax cross-entropy, vector and row helpers, AdamW.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,8 +13,9 @@
 // ---- embedding ----------------------------------------------------------------
 
 // tokens [n], emb [V, d] -> out [n, d]
-void embedding_forward(float *restrict out, const int *restrict tokens,
+void embedding_forward(OpsContext *ctx, float *restrict out, const int *restrict tokens,
                        const float *restrict emb, int n, int d) {
+    (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         memcpy(out + (size_t)i * d, emb + (size_t)tokens[i] * d, sizeof(float) * (size_t)d);
@@ -23,8 +24,9 @@ void embedding_forward(float *restrict out, const int *restrict tokens,
 // dout [n, d] -> demb [V, d] (accumulates). Threads split the d columns and
 // each walks all tokens in order, so repeated tokens are summed in a fixed
 // order without atomics, whatever the thread count.
-void embedding_backward(float *restrict demb, const float *restrict dout,
+void embedding_backward(OpsContext *ctx, float *restrict demb, const float *restrict dout,
                         const int *restrict tokens, int n, int d, int V) {
+    (void)ctx;
     (void)V; // tokens are assumed to lie in [0, V)
     enum { TILE = 64 };
     int ntiles = (d + TILE - 1) / TILE;
@@ -42,8 +44,9 @@ void embedding_backward(float *restrict demb, const float *restrict dout,
 // ---- SwiGLU: h = silu(gate) ⊙ up, silu(x) = x·sigmoid(x) ----------------------
 
 // gate, up [n] -> h [n]
-void swiglu_forward(float *restrict h, const float *restrict gate, const float *restrict up,
+void swiglu_forward(OpsContext *ctx, float *restrict h, const float *restrict gate, const float *restrict up,
                     size_t n) {
+    (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
@@ -53,8 +56,9 @@ void swiglu_forward(float *restrict h, const float *restrict gate, const float *
 
 // dh, gate, up [n] -> dgate, dup [n] (overwritten).
 // silu'(g) = s·(1 + g·(1 − s)) with s = sigmoid(g).
-void swiglu_backward(float *restrict dgate, float *restrict dup, const float *restrict dh,
+void swiglu_backward(OpsContext *ctx, float *restrict dgate, float *restrict dup, const float *restrict dh,
                      const float *restrict gate, const float *restrict up, size_t n) {
+    (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
@@ -106,8 +110,9 @@ static double row_exp_inplace(float *restrict x, int V, float m) {
 
 // logits [n, V], targets [n] -> losses [n] = logsumexp(row) − row[target].
 // Returns Σ losses, summed in row order (deterministic).
-double xent_forward(float *restrict losses, const float *restrict logits,
+double xent_forward(OpsContext *ctx, float *restrict losses, const float *restrict logits,
                     const int *restrict targets, int n, int V) {
+    (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         const float *x = logits + (size_t)i * V;
@@ -123,8 +128,9 @@ double xent_forward(float *restrict losses, const float *restrict logits,
 // logits [n, V], targets [n] -> dlogits [n, V] = (softmax − onehot)·scale.
 // dlogits may alias logits: each row is copied (if needed) and then
 // transformed in place, so one code path serves both cases.
-void xent_backward(float *dlogits, const float *logits, const int *targets, int n, int V,
+void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n, int V,
                    float scale) {
+    (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         float *restrict z = dlogits + (size_t)i * V;
@@ -140,19 +146,106 @@ void xent_backward(float *dlogits, const float *logits, const int *targets, int 
 // ---- vector helpers ---------------------------------------------------------------
 
 // out = a + b, all [n]; out may alias a or b (elementwise, same index)
-void vec_add(float *out, const float *a, const float *b, size_t n) {
+void vec_add(OpsContext *ctx, float *out, const float *a, const float *b, size_t n) {
+    (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 // out += a, both [n]
-void vec_acc(float *restrict out, const float *restrict a, size_t n) {
+void vec_acc(OpsContext *ctx, float *restrict out, const float *restrict a, size_t n) {
+    (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] += a[i];
 }
 
 // out += s·a, both [n]
-void vec_scale_acc(float *restrict out, const float *restrict a, float s, size_t n) {
+void vec_scale_acc(OpsContext *ctx, float *restrict out, const float *restrict a, float s, size_t n) {
+    (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] += s * a[i];
+}
+
+// out = a, [n]
+void vec_copy(OpsContext *ctx, float *restrict out, const float *restrict a, size_t n) {
+    (void)ctx;
+    if (out != a) memcpy(out, a, n * sizeof(float));
+}
+
+// out = 0, [n]
+void vec_zero(OpsContext *ctx, float *out, size_t n) {
+    (void)ctx;
+    memset(out, 0, n * sizeof(float));
+}
+
+// out += a + b, all [n]
+void vec_acc2(OpsContext *ctx, float *restrict out, const float *restrict a, const float *restrict b, size_t n) {
+    (void)ctx;
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] += a[i] + b[i];
+}
+
+// out = a + s·b, all [n]
+void vec_axpy(OpsContext *ctx, float *restrict out, const float *restrict a, float s, const float *restrict b,
+              size_t n) {
+    (void)ctx;
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + s * b[i];
+}
+
+// out [rows, d] = row [d] at every row
+void rows_broadcast(OpsContext *ctx, float *restrict out, const float *restrict row, int rows, int d) {
+    (void)ctx;
+#pragma omp parallel for schedule(static) if ((size_t)rows * d >= PAR_MIN)
+    for (int t = 0; t < rows; t++) memcpy(out + (size_t)t * d, row, sizeof(float) * d);
+}
+
+// dsum [d] += Σ_r in[r, :]: each task owns TILE columns (one cache line) and
+// walks the rows in order, in double: deterministic for any thread count.
+void rows_sum(OpsContext *ctx, float *restrict dsum, const float *restrict in, int rows, int d) {
+    (void)ctx;
+    enum { TILE = 16 };
+    const int tiles = (d + TILE - 1) / TILE;
+#pragma omp parallel for schedule(static) if ((size_t)rows * d >= PAR_MIN)
+    for (int i = 0; i < tiles; i++) {
+        const int k0 = i * TILE, nk = d - k0 < TILE ? d - k0 : TILE;
+        double acc[TILE] = {0};
+        for (int t = 0; t < rows; t++)
+            for (int k = 0; k < nk; k++) acc[k] += in[(size_t)t * d + k0 + k];
+        for (int k = 0; k < nk; k++) dsum[k0 + k] += (float)acc[k];
+    }
+}
+
+// Σ a² in fixed chunks summed in order: the same bits whatever the thread count.
+double sum_squares(OpsContext *ctx, const float *a, size_t n) {
+    (void)ctx;
+    enum { CHUNKS = 64 };
+    double part[CHUNKS];
+    size_t per = (n + CHUNKS - 1) / CHUNKS;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < CHUNKS; c++) {
+        size_t lo = c * per, hi = lo + per < n ? lo + per : n;
+        double acc = 0;
+        for (size_t i = lo; i < hi; i++) acc += (double)a[i] * a[i];
+        part[c] = acc;
+    }
+    double total = 0;
+    for (int c = 0; c < CHUNKS; c++) total += part[c];
+    return total;
+}
+
+// ---- AdamW ------------------------------------------------------------------------
+
+void adamw_update(OpsContext *ctx, float *restrict p, float *restrict m, float *restrict v,
+                  const float *restrict g, size_t n, AdamWStep s) {
+    (void)ctx;
+    const float step_size = s.lr / s.bc1, decay = 1.0f - s.lr * s.weight_decay;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * s.grad_scale;
+        p[i] *= decay;
+        m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
+        v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
+        p[i] -= step_size * m[i] / (sqrtf(v[i]) / s.bc2_sqrt + s.eps);
+    }
 }

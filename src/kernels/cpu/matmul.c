@@ -8,7 +8,8 @@
 #include "kernels/ops.h"
 
 // in [M, K], w [N, K] -> out [M, N] (overwritten)
-void matmul_forward(float *out, const float *in, const float *w, int M, int K, int N) {
+void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w, int M, int K, int N) {
+    (void)ctx;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { // empty sum; BLAS would reject ld = 0
         memset(out, 0, sizeof(float) * (size_t)M * (size_t)N);
@@ -20,8 +21,9 @@ void matmul_forward(float *out, const float *in, const float *w, int M, int K, i
 
 // dout [M, N], in [M, K], w [N, K] -> din [M, K] = dout · W (overwritten,
 // skipped if NULL), dw [N, K] += doutᵀ · in (accumulates)
-void matmul_backward(float *din, float *dw, const float *dout, const float *in,
+void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
                      const float *w, int M, int K, int N) {
+    (void)ctx;
     if (M <= 0 || K <= 0) return;
     if (din) {
         if (N <= 0) memset(din, 0, sizeof(float) * (size_t)M * (size_t)K);

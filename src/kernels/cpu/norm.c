@@ -15,8 +15,9 @@ static inline float row_sumsq(const float *restrict x, int d) {
 }
 
 // in [rows, d], w [d] -> out [rows, d], rstd [rows]
-void rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict in,
+void rmsnorm_forward(OpsContext *ctx, float *restrict out, float *restrict rstd, const float *restrict in,
                      const float *restrict w, int rows, int d, float eps) {
+    (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const float *x = in + (size_t)r * d;
@@ -59,9 +60,10 @@ static void rmsnorm_dw(float *restrict dw, const float *restrict dout,
 // dout [rows, d], in [rows, d], w [d], rstd [rows] -> din [rows, d]
 // (overwritten), dw [d] (accumulates). With y = x·r·w and r = rstd:
 // dx = r·w⊙dy − (r³/d)·⟨dy⊙w, x⟩·x.
-void rmsnorm_backward(float *restrict din, float *restrict dw, const float *restrict dout,
+void rmsnorm_backward(OpsContext *ctx, float *restrict din, float *restrict dw, const float *restrict dout,
                       const float *restrict in, const float *restrict w,
                       const float *restrict rstd, int rows, int d) {
+    (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         const float *x = in + (size_t)r * d, *dy = dout + (size_t)r * d;

@@ -36,7 +36,8 @@ static Tmp thread_tmp(float *base, int n_src, int d, int H) {
 // Scratch for omp_get_max_threads() threads, so call it under the thread
 // count route_backward will run with. It grows with every argument: the size
 // for (N, d, H) also serves any call with fewer sources or heads.
-size_t route_scratch_floats(int n_src, int d, int H) {
+size_t route_scratch_floats(OpsContext *ctx, int n_src, int d, int H) {
+    (void)ctx;
     return qg_floats(d) + (size_t)omp_get_max_threads() * thread_floats(n_src, d, H);
 }
 
@@ -84,11 +85,11 @@ INLINE void backward_stats(Tmp T, const Args *A, int t, int hw) {
     const int d = A->d, H = A->H;
     const float *dxt = A->dx + (size_t)t * d;
     for (int n = 0; n < A->n_src; n++) {
-        const float *S = A->src[n] + (size_t)t * d;
+        const float *S = src_row(A, n, t);
         prefetch_w(A->w, n, t, A, 0);
         if (t + 1 < A->n_tok) {
             prefetch_row(S + d, d, 0);
-            if (A->dsrc[n]) prefetch_row(A->dsrc[n] + (size_t)(t + 1) * d, d, 1);
+            prefetch_row(dsrc_row(A, n, t + 1), d, 1);
         }
         T.rho[n] = rms_inv(row_sumsq(S, d), d, A->eps);
         for (int h = 0; h < H; h++) {
@@ -99,13 +100,12 @@ INLINE void backward_stats(Tmp T, const Args *A, int t, int hw) {
     pivot_sums(T, A->w + (size_t)t * H, (size_t)A->n_tok * H, A->n_src, H);
 }
 
-// One head slice [n] of one source: z += u·S and, if dS, the source gradient
-// (added, or written when set).
+// One head slice [n] of one source: z += u·S and the source gradient (added,
+// or written when set).
 INLINE void slice_grad(float *restrict z, float *restrict dS, const float *restrict S,
                        const float *restrict dx, const float *restrict qg, float wt,
                        float u, float beta, int n, int set) {
     for (int k = 0; k < n; k++) z[k] += u * S[k];
-    if (!dS) return;
     if (set)
         for (int k = 0; k < n; k++) dS[k] = wt * dx[k] + u * qg[k] - beta * S[k];
     else
@@ -117,8 +117,8 @@ INLINE void backward_grads(Tmp T, const Args *A, int t, int hw) {
     const int d = A->d, H = A->H;
     const float *dxt = A->dx + (size_t)t * d;
     for (int n = 0; n < A->n_src; n++) {
-        const float *S = A->src[n] + (size_t)t * d;
-        float *dS = A->dsrc[n] ? A->dsrc[n] + (size_t)t * d : NULL;
+        const float *S = src_row(A, n, t);
+        float *dS = dsrc_row(A, n, t);
         const float *wn = A->w + ((size_t)n * A->n_tok + t) * H;
         float *dl = T.a + n * H;
         float c = 0; // ⟨g⊙dK_n, S_n⟩ / ρ_n
@@ -129,17 +129,18 @@ INLINE void backward_grads(Tmp T, const Args *A, int t, int hw) {
         const float r = T.rho[n], beta = (r * c) * r * r / (float)d; // r·c first: bounded
         for (int h = 0; h < H; h++) {
             const int o = h * hw;
-            slice_grad(T.z + o, dS ? dS + o : NULL, S + o, dxt + o, A->qg + o, wn[h],
+            slice_grad(T.z + o, dS + o, S + o, dxt + o, A->qg + o, wn[h],
                        r * dl[h], beta, hw, A->set_dsrc);
         }
     }
 }
 
-static void backward(float *const *dsrc, float *dq, float *dg, float *scratch, const float *dx,
-                     const float *w, const float *const *src, int n_src, const float *q,
+static void backward(RouteGrads dS, float *dq, float *dg, float *scratch, const float *dx,
+                     const float *w, RouteSources S, const float *q,
                      const float *g, int n_tok, int d, int H, float eps, int set_dsrc) {
+    const int n_src = S.n;
     if (n_src <= 0) return;
-    const Args A = {.src = src, .dsrc = dsrc, .qg = key_weight(scratch, q, g, d), .dx = dx,
+    const Args A = {.S = S, .dS = dS, .qg = key_weight(scratch, q, g, d), .dx = dx,
                     .w = w, .n_src = n_src, .n_tok = n_tok, .d = d, .H = H, .eps = eps,
                     .set_dsrc = set_dsrc};
     scratch += qg_floats(d);
@@ -167,16 +168,16 @@ static void backward(float *const *dsrc, float *dq, float *dg, float *scratch, c
     }
 }
 
-void route_backward(float *const *dsrc, float *dq, float *dg, float *scratch,
-                    const float *dx, const float *w, const float *const *src,
-                    int n_src, const float *q, const float *g, int n_tok, int d,
-                    int H, float eps) {
-    backward(dsrc, dq, dg, scratch, dx, w, src, n_src, q, g, n_tok, d, H, eps, 0);
+void route_backward(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float *scratch,
+                    const float *dx, const float *w, RouteSources S, const float *q,
+                    const float *g, int n_tok, int d, int H, float eps) {
+    (void)ctx;
+    backward(dS, dq, dg, scratch, dx, w, S, q, g, n_tok, d, H, eps, 0);
 }
 
-void route_backward_set(float *const *dsrc, float *dq, float *dg, float *scratch,
-                        const float *dx, const float *w, const float *const *src,
-                        int n_src, const float *q, const float *g, int n_tok, int d,
-                        int H, float eps) {
-    backward(dsrc, dq, dg, scratch, dx, w, src, n_src, q, g, n_tok, d, H, eps, 1);
+void route_backward_set(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float *scratch,
+                        const float *dx, const float *w, RouteSources S, const float *q,
+                        const float *g, int n_tok, int d, int H, float eps) {
+    (void)ctx;
+    backward(dS, dq, dg, scratch, dx, w, S, q, g, n_tok, d, H, eps, 1);
 }

@@ -95,7 +95,7 @@ INLINE void forward_token(float *restrict xt, float *restrict w, const Args *A, 
         const int nc = A->n_src - n0 < SRC_CHUNK ? A->n_src - n0 : SRC_CHUNK;
         const int last = n0 + nc == A->n_src;
         for (int j = 0; j < nc; j++) {
-            const float *S = A->src[n0 + j] + (size_t)t * A->d;
+            const float *S = src_row(A, n0 + j, t);
             if (t + 1 < A->n_tok) prefetch_row(S + A->d, A->d, 0);
             if (h0 == 0) prefetch_w(w, n0 + j, t, A, 1);
             source_logits(lg[j], S, A, h0, hc, hw);
@@ -118,7 +118,7 @@ INLINE void forward_token(float *restrict xt, float *restrict w, const Args *A, 
                 for (int k = 0; k < hw; k++) xo[k] *= ci;
             }
         for (int j = 0; j < nc; j++) {
-            const float *restrict S = A->src[n0 + j] + (size_t)t * A->d;
+            const float *restrict S = src_row(A, n0 + j, t);
             float *slot = wt + (size_t)(n0 + j) * ws;
             for (int i = 0; i < hc; i++) {
                 const int o = (h0 + i) * hw;
@@ -134,13 +134,15 @@ INLINE void forward_token(float *restrict xt, float *restrict w, const Args *A, 
     if (n0 > 0) finish_weights(wt, ws, n0, l, c, hc);
 }
 
-void route_forward(float *x, float *w, float *scratch, const float *const *src, int n_src,
+void route_forward(OpsContext *ctx, float *x, float *w, float *scratch, RouteSources S,
                    const float *q, const float *g, int n_tok, int d, int H, float eps) {
+    (void)ctx;
+    const int n_src = S.n;
     if (n_src <= 0) { // nothing to read: the empty sum
         memset(x, 0, (size_t)n_tok * d * sizeof(float));
         return;
     }
-    const Args A = {.src = src, .qg = key_weight(scratch, q, g, d), .n_src = n_src,
+    const Args A = {.S = S, .qg = key_weight(scratch, q, g, d), .n_src = n_src,
                     .n_tok = n_tok, .d = d, .H = H, .eps = eps};
     const int hw = d / H;
 #pragma omp parallel for schedule(static)

@@ -48,8 +48,8 @@ enum {
 
 // What every token needs. w is read by backward; forward writes its own.
 typedef struct {
-    const float *const *src; // [N] -> [n_tok, d]
-    float *const *dsrc;      // [N] -> [n_tok, d] or NULL entries; backward only
+    RouteSources S;          // [N] rows of [n_tok, d]
+    RouteGrads dS;           // their gradients; backward only
     const float *qg;         // [d] key weight q ⊙ g
     const float *dx;         // [n_tok, d]; backward only
     const float *w;          // [N, n_tok, H]; backward only
@@ -57,6 +57,16 @@ typedef struct {
     int set_dsrc;            // backward: write dsrc rows instead of adding to them
     float eps;
 } Args;
+
+// Source n's row of token t, and its gradient row.
+INLINE const float *src_row(const Args *A, int n, int t) {
+    const float *row = A->S.tail && n == A->n_src - 1 ? A->S.tail : A->S.base + (size_t)n * A->S.stride;
+    return row + (size_t)t * A->d;
+}
+INLINE float *dsrc_row(const Args *A, int n, int t) {
+    float *row = A->dS.tail && n == A->n_src - 1 ? A->dS.tail : A->dS.base + (size_t)n * A->dS.stride;
+    return row + (size_t)t * A->d;
+}
 
 // ---- width reductions --------------------------------------------------------------
 // Explicit 8-lane vectors (GNU C vector extensions, gcc and clang): plain C

@@ -1,0 +1,42 @@
+// The CPU backend's context: OpenMP threads over host memory. Ops run
+// synchronously, so ops_sync has nothing to wait for.
+#include <stdlib.h>
+
+#include "kernels/ops.h"
+#include "util/common.h"
+
+struct OpsContext {
+    int threads;   // OpenMP threads when the context was opened (sizes per-thread scratch)
+};
+
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+#endif
+
+OpsContext *ops_open(void) {
+    OpsContext *ctx = mhar_alloc(sizeof *ctx);
+    if (!ctx) return NULL;
+    ctx->threads = omp_get_max_threads();
+    return ctx;
+}
+
+void ops_close(OpsContext *ctx) { mhar_free(ctx); }
+
+const char *ops_backend_name(const OpsContext *ctx) {
+    (void)ctx;
+    return "cpu";
+}
+
+void *ops_alloc(OpsContext *ctx, size_t bytes) {
+    (void)ctx;
+    return mhar_alloc(bytes);
+}
+
+void ops_free(OpsContext *ctx, void *p) {
+    (void)ctx;
+    mhar_free(p);
+}
+
+void ops_sync(OpsContext *ctx) { (void)ctx; }
