@@ -21,100 +21,10 @@
 
 #include "io/atomic.h"
 #include "util/common.h"
-
-// ---------------------------------------------------------------- SHA-256
-// FIPS 180-4, section 6.2. Round constants: the first 32 bits of the
-// fractional parts of the cube roots of the first 64 primes.
-static const uint32_t sha_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-static void sha256_block(uint32_t h[8], const uint8_t *p) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
-        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        k = g; g = f; f = e; e = d + t1;
-        d = c; c = b; b = a; a = t1 + t2;
-    }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d;
-    h[4] += e; h[5] += f; h[6] += g; h[7] += k;
-}
-
-void sha256_init(Sha256 *s) {
-    // First 32 bits of the fractional parts of the square roots of the first 8 primes.
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, h0, sizeof h0);
-    s->bytes = 0;
-    s->fill = 0;
-}
-
-void sha256_update(Sha256 *s, const void *data, size_t n) {
-    const uint8_t *p = data;
-    s->bytes += n;
-    if (s->fill) {
-        size_t take = 64 - s->fill < n ? 64 - s->fill : n;
-        memcpy(s->block + s->fill, p, take);
-        s->fill += take; p += take; n -= take;
-        if (s->fill < 64) return;
-        sha256_block(s->h, s->block);
-        s->fill = 0;
-    }
-    for (; n >= 64; p += 64, n -= 64) sha256_block(s->h, p); // whole blocks straight from the input
-    memcpy(s->block, p, n);
-    s->fill = n;
-}
-
-void sha256_final(Sha256 *s, uint8_t digest[32]) {
-    // Pad: 0x80, zeros to 56 mod 64, then the length in bits, big-endian.
-    uint64_t bits = s->bytes * 8;
-    s->block[s->fill++] = 0x80;
-    if (s->fill > 56) {
-        memset(s->block + s->fill, 0, 64 - s->fill);
-        sha256_block(s->h, s->block);
-        s->fill = 0;
-    }
-    memset(s->block + s->fill, 0, 56 - s->fill);
-    for (int i = 0; i < 8; i++) s->block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_block(s->h, s->block);
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++) digest[4 * i + j] = (uint8_t)(s->h[i] >> (24 - 8 * j));
-}
-
-void sha256(const void *data, size_t n, uint8_t digest[32]) {
-    Sha256 s;
-    sha256_init(&s);
-    sha256_update(&s, data, n);
-    sha256_final(&s, digest);
-}
-
-void sha256_hex(const uint8_t d[32], char hex[65]) {
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[64] = '\0';
-}
+#include "util/dir.h"
+#include "util/file.h"
+#include "util/sha256.h"
+#include "util/subprocess.h"
 
 // -------------------------------------------------------------- documents
 enum { KIND_CODE, KIND_DOCS, KIND_PROSE };
@@ -241,83 +151,6 @@ static int ends_with(const char *s, const char *suffix) {
     return a >= b && !memcmp(s + a - b, suffix, b);
 }
 
-static int is_regular(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// Whole file, any size, into a malloc'd buffer (read_file caps at 64 MiB).
-static int slurp(const char *path, char **data, size_t *len) {
-    *data = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return mhar_fail("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return mhar_fail("%s: not a readable regular file", path);
-    }
-    size_t size = (size_t)st.st_size, got = 0;
-    char *buf = malloc(size ? size : 1);
-    if (!buf) { close(fd); return mhar_fail("%s: out of memory (%zu bytes)", path, size); }
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int err = r < 0 ? errno : 0;
-            free(buf);
-            close(fd);
-            return mhar_fail("%s: read %zu of %zu bytes: %s", path, got, size,
-                             err ? strerror(err) : "file shrank while reading");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *data = buf;
-    *len = size;
-    return MHAR_OK;
-}
-
-// Read a stream to its end into a malloc'd buffer.
-static int read_all(FILE *f, const char *what, char **data, size_t *len) {
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return mhar_fail("%s: out of memory", what);
-    for (;;) {
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2);
-            if (!b) { free(buf); return mhar_fail("%s: out of memory (%zu bytes)", what, cap * 2); }
-            buf = b;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) { free(buf); return mhar_fail("%s: read error", what); }
-    *data = buf;
-    *len = n;
-    return MHAR_OK;
-}
-
-// Is an executable named name on PATH?
-static int on_path(const char *name) {
-    const char *path = getenv("PATH");
-    if (!path) path = "/usr/bin:/bin";
-    char dir[4096], full[4200];
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        if (n && n < sizeof dir) {
-            memcpy(dir, path, n);
-            dir[n] = '\0';
-            snprintf(full, sizeof full, "%s/%s", dir, name);
-            if (is_regular(full) && access(full, X_OK) == 0) return 1;
-        }
-        path += n + (path[n] == ':');
-    }
-    return 0;
-}
-
 // Version of an installed Debian package, read from dpkg's status database
 // (no dpkg process). Returns 1 and fills out if installed, 0 otherwise.
 static int dpkg_version(const char *pkg, char *out, size_t cap) {
@@ -357,79 +190,6 @@ static void add_package(Source *s, const char *name) {
     if (dpkg_version(name, p->version, sizeof p->version)) s->n_pkg++;
 }
 
-// ------------------------------------------------------------- processes
-extern char **environ;
-
-typedef struct {
-    FILE *f;     // the child's stdout
-    pid_t pid;
-    char what[64];
-} Proc;
-
-// Start argv[0] (searched on PATH) with stdin from /dev/null, stdout to a
-// pipe, stderr inherited. No shell: arguments need no quoting.
-static int proc_start(Proc *p, char *const argv[], int stdout_to_stderr) {
-    memset(p, 0, sizeof *p);
-    snprintf(p->what, sizeof p->what, "%s", argv[0]);
-    int fds[2] = {-1, -1};
-    if (!stdout_to_stderr && pipe(fds) != 0) return mhar_fail("%s: pipe: %s", argv[0], strerror(errno));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (stdout_to_stderr) {
-        posix_spawn_file_actions_adddup2(&fa, 2, 1); // keep our stdout clean
-    } else {
-        posix_spawn_file_actions_addclose(&fa, fds[0]);
-        posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-        posix_spawn_file_actions_addclose(&fa, fds[1]);
-    }
-    int rc = posix_spawnp(&p->pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (!stdout_to_stderr) close(fds[1]);
-    if (rc != 0) {
-        if (!stdout_to_stderr) close(fds[0]);
-        return mhar_fail("cannot run %s: %s", argv[0], strerror(rc));
-    }
-    if (!stdout_to_stderr) {
-        p->f = fdopen(fds[0], "rb");
-        if (!p->f) {
-            close(fds[0]);
-            waitpid(p->pid, NULL, 0);
-            return mhar_fail("%s: fdopen: %s", argv[0], strerror(errno));
-        }
-    }
-    return MHAR_OK;
-}
-
-// Close the pipe and wait; an exit status other than 0 is an error.
-static int proc_finish(Proc *p) {
-    if (p->f) fclose(p->f);
-    p->f = NULL;
-    int status;
-    while (waitpid(p->pid, &status, 0) < 0)
-        if (errno != EINTR) return mhar_fail("%s: waitpid: %s", p->what, strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return MHAR_OK;
-    if (WIFEXITED(status)) return mhar_fail("%s exited with status %d", p->what, WEXITSTATUS(status));
-    return mhar_fail("%s was killed by signal %d", p->what, WTERMSIG(status));
-}
-
-// After an error of ours: stop the child without replacing the message.
-static void proc_abort(Proc *p) {
-    kill(p->pid, SIGKILL);
-    if (p->f) fclose(p->f);
-    p->f = NULL;
-    while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR) {}
-}
-
-// Run a program and capture its whole stdout.
-static int proc_output(char *const argv[], char **data, size_t *len) {
-    Proc p;
-    if (proc_start(&p, argv, 0)) return MHAR_ERR;
-    if (read_all(p.f, argv[0], data, len)) { proc_abort(&p); return MHAR_ERR; }
-    if (proc_finish(&p)) { free(*data); *data = NULL; return MHAR_ERR; }
-    return MHAR_OK;
-}
-
 // ---------------------------------------------------- Python standard library
 static int name_order(const struct dirent **a, const struct dirent **b) {
     return strcmp((*a)->d_name, (*b)->d_name);
@@ -465,7 +225,7 @@ static int walk_py(Corpus *c, const char *root, const char *rel) {
         } else if (S_ISREG(st.st_mode) && ends_with(name, ".py")) {
             char *data;
             size_t len;
-            rc = slurp(full, &data, &len);
+            rc = read_file_max(full, SIZE_MAX, &data, &len);
             if (!rc) rc = add_doc(c, SRC_PYTHON, sub, data, len);
         }
     }
@@ -486,7 +246,7 @@ static int best_python_in(const char *libdir, char *out, size_t cap, int *minor)
         if (sscanf(e->d_name, "python3.%d%n", &n, &end) != 1 || e->d_name[end] || n < 0) continue;
         char cand[4096];
         if (snprintf(cand, sizeof cand, "%s/%s/os.py", libdir, e->d_name) >= (int)sizeof cand) continue;
-        if (!is_regular(cand) || (found && n <= *minor)) continue;
+        if (!path_is_file(cand) || (found && n <= *minor)) continue;
         if (snprintf(out, cap, "%s/%s", libdir, e->d_name) >= (int)cap) continue;
         *minor = n;
         found = 1;
@@ -1007,7 +767,7 @@ static int load_austen(Corpus *c) {
             size_t len;
             char book[256];
             snprintf(book, sizeof book, "%.*s", (int)(strlen(names[i]->d_name) - 4), names[i]->d_name);
-            rc = slurp(path, &text, &len);
+            rc = read_file_max(path, SIZE_MAX, &text, &len);
             if (!rc) { rc = austen_book(c, book, text, len); free(text); books++; }
         }
         if (names[i]->d_name[0] != '.') unlink(path);
@@ -1135,11 +895,11 @@ static int missing_packages(char *out, size_t cap) {
         {find_kernel_tarball(kernel, sizeof kernel), "linux-source"},
         {on_path("xz"), "xz-utils"},
         {on_path("gzip"), "gzip"},
-        {on_path("bible") && is_regular("/usr/lib/bible.data"), "bible-kjv"},
-        {on_path("Rscript") && (is_regular("/usr/lib/R/site-library/janeaustenr/DESCRIPTION") ||
-                                is_regular("/usr/local/lib/R/site-library/janeaustenr/DESCRIPTION")),
+        {on_path("bible") && path_is_file("/usr/lib/bible.data"), "bible-kjv"},
+        {on_path("Rscript") && (path_is_file("/usr/lib/R/site-library/janeaustenr/DESCRIPTION") ||
+                                path_is_file("/usr/local/lib/R/site-library/janeaustenr/DESCRIPTION")),
          "r-cran-janeaustenr"},
-        {is_regular(GCIDE_DICT) && is_regular(GCIDE_INDEX), "dict-gcide"},
+        {path_is_file(GCIDE_DICT) && path_is_file(GCIDE_INDEX), "dict-gcide"},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
@@ -1151,28 +911,13 @@ static int missing_packages(char *out, size_t cap) {
     return n;
 }
 
-static int ensure_packages(void) {
+// Library code installs nothing (./setup.sh and the administrator do): a
+// missing package is an error that names it and the command that installs it.
+static int check_packages(void) {
     char missing[512];
     if (!missing_packages(missing, sizeof missing)) return MHAR_OK;
-    if (geteuid() != 0 || !is_regular("/etc/debian_version") || !on_path("apt-get"))
-        return mhar_fail("the full corpus needs these Debian packages: %s "
-                         "(as root: apt-get install --no-install-recommends %s)", missing, missing);
-    fprintf(stderr, "installing: %s\n", missing);
-    setenv("DEBIAN_FRONTEND", "noninteractive", 1);
-    char *argv[16] = {"apt-get", "install", "-y", "-q", "--no-install-recommends"};
-    int argc = 5;
-    char list[512];
-    snprintf(list, sizeof list, "%s", missing);
-    for (char *tok = strtok(list, " "); tok && argc < 15; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    argv[argc] = NULL;
-    char *update[] = {"apt-get", "update", "-q", NULL};
-    Proc p;
-    // The package lists of a fresh machine are empty: update first.
-    if (proc_start(&p, update, 1) || proc_finish(&p)) return MHAR_ERR;
-    if (proc_start(&p, argv, 1) || proc_finish(&p)) return MHAR_ERR;
-    if (missing_packages(missing, sizeof missing))
-        return mhar_fail("still missing after apt-get install: %s", missing);
-    return MHAR_OK;
+    return mhar_fail("the full corpus needs these Debian packages, not installed here: %s "
+                     "(as root: apt-get install --no-install-recommends %s)", missing, missing);
 }
 
 // ----------------------------------------------------------------- output
@@ -1327,7 +1072,7 @@ static int check_out(const char *out) {
     closedir(d);
     char m[8192];
     snprintf(m, sizeof m, "%s/manifest.json", out);
-    if (entries && !is_regular(m))
+    if (entries && !path_is_file(m))
         return mhar_fail("%s: not empty and holds no manifest.json; refusing to write a corpus into it", out);
     return MHAR_OK;
 }
@@ -1538,7 +1283,7 @@ int corpus_build(const CorpusOptions *o) {
     if (rc) {
         // the output directory is refused
     } else if (full) {
-        rc = ensure_packages();
+        rc = check_packages();
         // Prose first: its size sets the kernel's byte budget.
         if (!rc) rc = load_bible(c);
         if (!rc) rc = load_austen(c);
