@@ -1,4 +1,5 @@
 // Text corpora for the tokenizer and the model: `mhar data corpus`.
+// (corpus.c builds; sources_*.c read one source each, sources.h.)
 //
 // Sources
 //   default  the Python standard library found on the machine: the first of
@@ -23,8 +24,8 @@
 //            smallest keys are kept up to the byte budget (independent of the
 //            archive's order). Kernel files over CORPUS_MAX_KERNEL_FILE bytes
 //            (generated register headers) are skipped.
-//            Missing packages are installed with apt-get when run as root on
-//            Debian; otherwise the error names them.
+//            Nothing is installed here: a missing package is an error that
+//            names it and the apt-get command that installs it.
 //
 // Every source: files with a NUL byte are binary and skipped; empty files and
 // documents containing the separator are skipped; exact duplicates (same

@@ -89,6 +89,21 @@ int json_get_bool(const cJSON *obj, const char *file, const char *key, int requi
     return MHAR_OK;
 }
 
+const char *json_string_or(const cJSON *obj, const char *key, const char *dflt) {
+    const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return cJSON_IsString(it) ? it->valuestring : dflt;
+}
+
+double json_number_or(const cJSON *obj, const char *key, double dflt) {
+    const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return cJSON_IsNumber(it) ? it->valuedouble : dflt;
+}
+
+int json_bool_or(const cJSON *obj, const char *key, int dflt) {
+    const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return cJSON_IsBool(it) ? cJSON_IsTrue(it) : dflt;
+}
+
 int json_parse(const char *text, size_t n, const char *file, cJSON **out) {
     *out = NULL;
     const char *end = NULL;

@@ -25,6 +25,12 @@ int json_get_string(const cJSON *obj, const char *file, const char *key, int req
 // true or false, as 1 or 0.
 int json_get_bool(const cJSON *obj, const char *file, const char *key, int required, int *out);
 
+// Lenient reads, for optional members where a wrong type means "not given":
+// the value when the member is there with the right type, else dflt.
+const char *json_string_or(const cJSON *obj, const char *key, const char *dflt);
+double json_number_or(const cJSON *obj, const char *key, double dflt);
+int json_bool_or(const cJSON *obj, const char *key, int dflt);
+
 // Parse text[0..n) (need not be NUL-terminated) as one JSON value; anything
 // but whitespace after it is an error too. *out is freed with cJSON_Delete.
 int json_parse(const char *text, size_t n, const char *file, cJSON **out);
