@@ -112,7 +112,7 @@ expect_error_fixed corpus_needs_out "--out DIR is required" $M data corpus
 mkdir -p "$W/fakebin"
 printf '#!/bin/sh\necho "$@" >>"%s"\nexit 1\n' "$W/apt-get.log" >"$W/fakebin/apt-get"
 chmod +x "$W/fakebin/apt-get"
-expect_error_fixed corpus_full_names_missing "apt-get install --no-install-recommends" \
+expect_error_fixed corpus_full_names_missing "apt-get update && apt-get install -y --no-install-recommends" \
     env PATH="$W/fakebin" $M data corpus --out "$W/f1" --source full
 err=$(env PATH="$W/fakebin" $M data corpus --out "$W/f1" --source full 2>&1 >/dev/null)
 if [ ! -e "$W/apt-get.log" ] && grep -q "xz-utils" <<<"$err" && grep -q "bible-kjv" <<<"$err"; then

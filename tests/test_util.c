@@ -186,6 +186,15 @@ static void test_json(void) {
           "json_bool_wrong_type", "%s", mhar_error());
     CHECK(json_get_int(NULL, "t.json", "n", 1, 0, 1, &i) == MHAR_ERR && has(mhar_error(), "missing"),
           "json_not_an_object", "%s", mhar_error());
+    // Lenient reads: the default when absent or of another type.
+    CHECK(!strcmp(json_string_or(j, "s", "d"), "text") && !strcmp(json_string_or(j, "n", "d"), "d") &&
+              json_string_or(j, "absent", NULL) == NULL,
+          "json_string_or", "wrong value");
+    CHECK(json_number_or(j, "f", -1) == 2.5 && json_number_or(j, "s", -1) == -1 &&
+              json_number_or(j, "nul", -1) == -1 && isnan(json_number_or(j, "absent", NAN)),
+          "json_number_or", "wrong value");
+    CHECK(json_bool_or(j, "b", 0) == 1 && json_bool_or(j, "n", 7) == 7 && json_bool_or(NULL, "b", 5) == 5,
+          "json_bool_or", "wrong value");
     cJSON_Delete(j);
 
     cJSON *k = NULL;

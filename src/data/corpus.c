@@ -46,13 +46,14 @@ static int missing_packages(char *out, size_t cap) {
     return n;
 }
 
-// Library code installs nothing (./setup.sh and the administrator do): a
-// missing package is an error that names it and the command that installs it.
+// Library code installs nothing: a missing package is an error that names it
+// and the command that installs it (the same form as ./setup.sh's).
 static int check_packages(void) {
     char missing[512];
     if (!missing_packages(missing, sizeof missing)) return MHAR_OK;
     return mhar_fail("the full corpus needs these Debian packages, not installed here: %s "
-                     "(as root: apt-get install --no-install-recommends %s)", missing, missing);
+                     "(run as root: apt-get update && apt-get install -y --no-install-recommends %s)",
+                     missing, missing);
 }
 
 // ----------------------------------------------------------------- output

@@ -6,14 +6,10 @@
 
 #include "../util/file.h"
 
-int dpkg_version(const char *pkg, char *out, size_t cap) {
-    char *status;
-    size_t len;
-    if (read_file("/var/lib/dpkg/status", &status, &len)) return 0;
-    int found = 0;
+int dpkg_status_version(const char *status, const char *pkg, char *out, size_t cap) {
     char key[160];
-    snprintf(key, sizeof key, "Package: %s\n", pkg);
-    size_t klen = strlen(key);
+    int klen = snprintf(key, sizeof key, "Package: %s\n", pkg);
+    if (klen < 0 || (size_t)klen >= sizeof key || cap == 0) return 0; // no such package name
     for (const char *p = status; (p = strstr(p, key)); p += klen) {
         if (p != status && p[-1] != '\n') continue;
         const char *end = strstr(p, "\n\n");
@@ -27,9 +23,15 @@ int dpkg_version(const char *pkg, char *out, size_t cap) {
         if (n >= cap) n = cap - 1;
         memcpy(out, v, n);
         out[n] = '\0';
-        found = 1;
-        break;
+        return 1;
     }
+    return 0;
+}
+
+int dpkg_version(const char *pkg, char *out, size_t cap) {
+    char *status;
+    if (read_file(DPKG_STATUS, &status, NULL)) return 0;
+    int found = dpkg_status_version(status, pkg, out, cap);
     free(status);
     return found;
 }
