@@ -167,7 +167,7 @@ static void test_json(void) {
     double d = 0;
     CHECK(json_get_double(j, "t.json", "f", 1, 0, 3, &d) == MHAR_OK && d == 2.5, "json_double", "%g", d);
     CHECK(json_get_double(j, "t.json", "f", 1, 3, 4, &d) == MHAR_ERR && d == 2.5 &&
-              has(mhar_error(), "'f' is 2.5, out of range 3..4"),
+              has(mhar_error(), "'f' is 2.5, outside 3..4"),
           "json_double_out_of_range", "%s", mhar_error());
     CHECK(json_get_double(j, "t.json", "nul", 1, 0, 1, &d) == MHAR_ERR && has(mhar_error(), "must be a number"),
           "json_double_null", "%s", mhar_error());

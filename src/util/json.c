@@ -62,7 +62,7 @@ int json_get_double(const cJSON *obj, const char *file, const char *key, int req
     if (!cJSON_IsNumber(it)) return mhar_fail("%s: key '%s' must be a number", file, key);
     double v = it->valuedouble;
     if (!isfinite(v) || v < lo || v > hi)
-        return mhar_fail("%s: key '%s' is %g, out of range %g..%g", file, key, v, lo, hi);
+        return mhar_fail("%s: key '%s' is %g, outside %g..%g", file, key, v, lo, hi);
     *out = v;
     return MHAR_OK;
 }

@@ -1,6 +1,6 @@
 // Typed getters for the members of a cJSON object, with range checks.
 // Every error names the file (or other origin), the key and the reason:
-//   "run/config.json: key 'hidden_size' is 1e+15, out of range 1..65536".
+//   "run/config.json: key 'hidden_size' is 100000, out of range 1..65536".
 // A key that is absent is an error when required, else MHAR_OK with *out
 // left as it was (the caller's default). Nothing is written on error.
 #pragma once
