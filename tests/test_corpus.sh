@@ -105,3 +105,16 @@ else fail corpus_errors_write_nothing "a failed build touched the output"; fi
 expect_error_fixed corpus_bad_source "unknown corpus source 'web'" $M data corpus --out "$W/e4" --source web
 expect_error_fixed corpus_bad_fraction "out of range" $M data corpus --out "$W/e5" --val-fraction 0.9
 expect_error_fixed corpus_needs_out "--out DIR is required" $M data corpus
+
+# The full corpus installs nothing: with its tools missing (a PATH holding only
+# a fake apt-get that records being run) it stops with an error that names the
+# packages and the command, and never runs apt-get, root or not.
+mkdir -p "$W/fakebin"
+printf '#!/bin/sh\necho "$@" >>"%s"\nexit 1\n' "$W/apt-get.log" >"$W/fakebin/apt-get"
+chmod +x "$W/fakebin/apt-get"
+expect_error_fixed corpus_full_names_missing "apt-get update && apt-get install -y --no-install-recommends" \
+    env PATH="$W/fakebin" $M data corpus --out "$W/f1" --source full
+err=$(env PATH="$W/fakebin" $M data corpus --out "$W/f1" --source full 2>&1 >/dev/null)
+if [ ! -e "$W/apt-get.log" ] && grep -q "xz-utils" <<<"$err" && grep -q "bible-kjv" <<<"$err"; then
+    pass corpus_full_installs_nothing
+else fail corpus_full_installs_nothing "apt-get ran ($(cat "$W/apt-get.log" 2>/dev/null)) or packages not named: $err"; fi

@@ -625,6 +625,24 @@ static void test_atomic_write_failure(void) {
           "abort left state behind");
 }
 
+// A path that fits MHAR_PATH_MAX but leaves no room for ".tmp.<pid>" is
+// refused before anything is created, never written to a cut temp name.
+static void test_atomic_long_path(void) {
+    char path[MHAR_PATH_MAX];
+    size_t base = strlen(tmpdir);
+    memcpy(path, tmpdir, base);
+    path[base] = '/';
+    memset(path + base + 1, 'x', MHAR_PATH_MAX - base - 4);
+    path[MHAR_PATH_MAX - 3] = '\0'; // 4093 characters: fits, its temp name does not
+    int files = temp_files_in(tmpdir);
+    AtomicFile a;
+    int rc = atomic_open(&a, path);
+    CHECK(rc == MHAR_ERR && has(mhar_error(), "too long for its temporary file") && a.f == NULL &&
+              temp_files_in(tmpdir) == files,
+          "atomic_temp_name_too_long", "rc %d %s", rc, mhar_error());
+    atomic_abort(&a); // harmless after a refused open
+}
+
 static void test_read_file(void) {
     const char *big = tpath("big.json");
     int fd = open(big, O_CREAT | O_WRONLY | O_TRUNC, 0644);
@@ -657,6 +675,7 @@ int main(void) {
     test_tokens();
     test_atomic_dirs();
     test_atomic_write_failure();
+    test_atomic_long_path();
     test_read_file();
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_EXIT();

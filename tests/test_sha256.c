@@ -1,10 +1,10 @@
-// SHA-256 (src/data/corpus.c) against the FIPS 180-2 / NIST example vectors,
+// SHA-256 (src/util/sha256.c) against the FIPS 180-2 / NIST example vectors,
 // the padding boundaries (55, 56, 63, 64 ... bytes; digests from Python's
 // hashlib), and streaming in uneven pieces against the one-shot digest.
 #include <string.h>
 
 #include "check.h"
-#include "data/corpus.h"
+#include "util/sha256.h"
 
 static int digest_is(const void *data, size_t n, const char *want, char got[65]) {
     uint8_t d[32];

@@ -1,4 +1,5 @@
 // Text corpora for the tokenizer and the model: `mhar data corpus`.
+// (corpus.c builds; sources_*.c read one source each, sources.h.)
 //
 // Sources
 //   default  the Python standard library found on the machine: the first of
@@ -23,8 +24,8 @@
 //            smallest keys are kept up to the byte budget (independent of the
 //            archive's order). Kernel files over CORPUS_MAX_KERNEL_FILE bytes
 //            (generated register headers) are skipped.
-//            Missing packages are installed with apt-get when run as root on
-//            Debian; otherwise the error names them.
+//            Nothing is installed here: a missing package is an error that
+//            names it and the apt-get command that installs it.
 //
 // Every source: files with a NUL byte are binary and skipped; empty files and
 // documents containing the separator are skipped; exact duplicates (same
@@ -51,6 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../util/sha256.h" // for the includers that hash with it (src/analysis/grid.c)
+
 #define CORPUS_SEPARATOR "<|endoftext|>"
 #define CORPUS_SHARD_BYTES ((size_t)32 << 20)
 #define CORPUS_PROSE_SHARE 0.30
@@ -71,16 +74,3 @@ int corpus_build(const CorpusOptions *o);
 
 // The Python standard library the default source would use, into out[cap].
 int corpus_find_stdlib(char *out, size_t cap);
-
-// SHA-256 (FIPS 180-4), streaming.
-typedef struct {
-    uint32_t h[8];
-    uint64_t bytes;      // total length so far
-    uint8_t block[64];
-    size_t fill;         // bytes waiting in block
-} Sha256;
-void sha256_init(Sha256 *s);
-void sha256_update(Sha256 *s, const void *data, size_t n);
-void sha256_final(Sha256 *s, uint8_t digest[32]);
-void sha256(const void *data, size_t n, uint8_t digest[32]);
-void sha256_hex(const uint8_t digest[32], char hex[65]);

@@ -4,10 +4,13 @@
 #include <stdio.h>
 #include <stddef.h>
 
+#include "../util/common.h"
+#include "../util/file.h" // read_file, the reading side, lives there
+
 typedef struct {
     FILE *f;
-    char path[4096];
-    char tmp[4200];
+    char path[MHAR_PATH_MAX];
+    char tmp[MHAR_PATH_MAX];  // path + ".tmp.<pid>"
     int failed;
 } AtomicFile;
 
@@ -17,5 +20,3 @@ int atomic_commit(AtomicFile *a);  // flush, fsync, rename; removes tmp on error
 void atomic_abort(AtomicFile *a);  // remove the temp file
 // Convenience: whole buffer to path.
 int atomic_write_file(const char *path, const void *data, size_t n);
-// Read a whole (small) file into a NUL-terminated malloc'd buffer.
-int read_file(const char *path, char **data, size_t *n);

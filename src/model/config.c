@@ -9,6 +9,7 @@
 #include "../io/atomic.h"
 #include "../residual/residual.h"
 #include "../util/common.h"
+#include "../util/json.h"
 
 // Caps well above any model mhar can train; anything larger is a typo or a
 // corrupt file, and refusing it keeps every size product far from overflow.
@@ -122,23 +123,12 @@ int config_validate(const Config *c, const char *origin) {
 
 // ---- loading ----
 
-// Optional key absent → *out untouched. Integers must be exact and in range
-// before conversion, so 1e30 or 3.5 never reaches an int.
-static int get_int(const cJSON *root, const char *path, const char *key, int required,
-                   long lo, long hi, int *out) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!it) return required ? mhar_fail("%s: required key '%s' is missing", path, key) : MHAR_OK;
-    if (!cJSON_IsNumber(it)) return mhar_fail("%s: key '%s' must be an integer number", path, key);
-    double v = it->valuedouble;
-    if (!isfinite(v) || v != floor(v))
-        return mhar_fail("%s: key '%s' is %g, not an integer", path, key, v);
-    if (v < (double)lo || v > (double)hi)
-        return mhar_fail("%s: key '%s' is %.0f, out of range %ld..%ld", path, key, v, lo, hi);
-    *out = (int)v;
-    return MHAR_OK;
-}
+// Integers and booleans come from util/json (json_get_int, json_get_bool):
+// an optional key absent leaves *out untouched, and an integer must be exact
+// and in range before conversion, so 1e30 or 3.5 never reaches an int.
 
-// `shown` is the key as the user sees it (nested keys as "outer.inner").
+// A positive float; `shown` is the key as the user sees it (nested keys as
+// "outer.inner").
 static int get_float_as(const cJSON *obj, const char *path, const char *key, const char *shown,
                         float *out) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -153,14 +143,6 @@ static int get_float_as(const cJSON *obj, const char *path, const char *key, con
 
 static int get_float(const cJSON *root, const char *path, const char *key, float *out) {
     return get_float_as(root, path, key, key, out);
-}
-
-static int get_bool(const cJSON *root, const char *path, const char *key, int *out) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!it) return MHAR_OK;
-    if (!cJSON_IsBool(it)) return mhar_fail("%s: key '%s' must be true or false", path, key);
-    *out = cJSON_IsTrue(it) ? 1 : 0;
-    return MHAR_OK;
 }
 
 static int get_mode(const cJSON *root, const char *path, char *out, size_t cap) {
@@ -211,23 +193,23 @@ static int check_supported(const cJSON *r, const char *path) {
 
 // Fields in dependency order: head counts before the defaults derived from them.
 static int parse_fields(const cJSON *r, const char *p, Config *c) {
-    if (get_int(r, p, "hidden_size", 1, 1, MAX_HIDDEN, &c->hidden_size) ||
-        get_int(r, p, "num_hidden_layers", 1, 1, MAX_LAYERS, &c->num_hidden_layers) ||
-        get_int(r, p, "num_attention_heads", 1, 1, MAX_HEADS, &c->num_attention_heads) ||
-        get_int(r, p, "intermediate_size", 1, 1, MAX_FFN, &c->intermediate_size) ||
-        get_int(r, p, "vocab_size", 1, 1, MAX_VOCAB, &c->vocab_size))
+    if (json_get_int(r, p, "hidden_size", 1, 1, MAX_HIDDEN, &c->hidden_size) ||
+        json_get_int(r, p, "num_hidden_layers", 1, 1, MAX_LAYERS, &c->num_hidden_layers) ||
+        json_get_int(r, p, "num_attention_heads", 1, 1, MAX_HEADS, &c->num_attention_heads) ||
+        json_get_int(r, p, "intermediate_size", 1, 1, MAX_FFN, &c->intermediate_size) ||
+        json_get_int(r, p, "vocab_size", 1, 1, MAX_VOCAB, &c->vocab_size))
         return MHAR_ERR;
     c->num_key_value_heads = c->num_attention_heads;
     c->head_dim = c->hidden_size / c->num_attention_heads;
     // Cross-field rules (divisibility, modes) are config_validate's job.
-    if (get_int(r, p, "num_key_value_heads", 0, 1, MAX_HEADS, &c->num_key_value_heads) ||
-        get_int(r, p, "head_dim", 0, 1, MAX_HEAD_DIM, &c->head_dim) ||
-        get_int(r, p, "max_position_embeddings", 0, 1, MAX_POSITIONS, &c->max_position_embeddings) ||
-        get_int(r, p, "attnres_num_heads", 0, 1, MAX_HIDDEN, &c->attnres_num_heads) ||
-        get_int(r, p, "attnres_num_blocks", 0, 0, MAX_LAYERS, &c->attnres_num_blocks) ||
+    if (json_get_int(r, p, "num_key_value_heads", 0, 1, MAX_HEADS, &c->num_key_value_heads) ||
+        json_get_int(r, p, "head_dim", 0, 1, MAX_HEAD_DIM, &c->head_dim) ||
+        json_get_int(r, p, "max_position_embeddings", 0, 1, MAX_POSITIONS, &c->max_position_embeddings) ||
+        json_get_int(r, p, "attnres_num_heads", 0, 1, MAX_HIDDEN, &c->attnres_num_heads) ||
+        json_get_int(r, p, "attnres_num_blocks", 0, 0, MAX_LAYERS, &c->attnres_num_blocks) ||
         get_float(r, p, "rms_norm_eps", &c->rms_norm_eps) ||
         get_rope(r, p, c) || check_supported(r, p) ||
-        get_bool(r, p, "tie_word_embeddings", &c->tie_word_embeddings) ||
+        json_get_bool(r, p, "tie_word_embeddings", 0, &c->tie_word_embeddings) ||
         get_mode(r, p, c->attnres_mode, sizeof c->attnres_mode))
         return MHAR_ERR;
     return MHAR_OK;
@@ -236,20 +218,8 @@ static int parse_fields(const cJSON *r, const char *p, Config *c) {
 // cJSON reads at most n bytes, so text need not be NUL-terminated (a fuzzer
 // hands over exactly n bytes).
 int config_parse(const char *text, size_t n, const char *path, Config *c) {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
-    if (!root) {
-        long at = end ? (long)(end - text) : (long)(cJSON_GetErrorPtr() - text);
-        if (at < 0 || (size_t)at > n) at = 0;
-        return mhar_fail("%s: invalid JSON near byte %ld", path, at);
-    }
-    // Anything but whitespace after the object means a damaged file.
-    for (const char *q = end; q && q < text + n; q++)
-        if (*q != ' ' && *q != '\n' && *q != '\r' && *q != '\t') {
-            long at = (long)(q - text);
-            cJSON_Delete(root);
-            return mhar_fail("%s: invalid JSON: trailing characters at byte %ld", path, at);
-        }
+    cJSON *root;
+    if (json_parse(text, n, path, &root)) return MHAR_ERR; // trailing text is damage too
     Config tmp;
     set_defaults(&tmp);
     int rc = cJSON_IsObject(root) ? parse_fields(root, path, &tmp)

@@ -9,6 +9,7 @@
 
 #include "../io/atomic.h"
 #include "../util/common.h"
+#include "../util/json.h"
 #include "hash.h"
 #include "pretokenize.h"
 #include "textfiles.h"
@@ -219,8 +220,8 @@ int bpe_export_tiktoken(const Bpe *b, const char *path) {
     if (a.failed) { atomic_abort(&a); return MHAR_ERR; }
     if (atomic_commit(&a)) return MHAR_ERR;
     // The sidecar: what tiktoken.Encoding needs besides the ranks.
-    char side[4200], text[1024];
-    if (snprintf(side, sizeof side, "%s.json", path) >= (int)sizeof side) return mhar_fail("%s: path too long", path);
+    char side[MHAR_PATH_MAX], text[1024];
+    if (path_format(side, sizeof side, "%s.json", path)) return MHAR_ERR;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "pat_str", pretok_pattern(b->pattern));
     cJSON *sp = cJSON_AddObjectToObject(root, "special_tokens");
@@ -237,23 +238,13 @@ int bpe_export_tiktoken(const Bpe *b, const char *path) {
 
 // ---- HF import ----
 
-static int get_bool(const cJSON *o, const char *key, int dflt) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
-}
-
-static const char *get_str(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static int absent_or_null(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return !v || cJSON_IsNull(v);
 }
 
 static int null_or_empty(const cJSON *o, const char *key) {
-    const char *s = get_str(o, key);
+    const char *s = json_string_or(o, key, NULL);
     return absent_or_null(o, key) || (s && !*s);
 }
 
@@ -262,7 +253,7 @@ static int read_pre_tokenizer(const char *path, const cJSON *pre, int *pattern) 
     if (!pre || cJSON_IsNull(pre)) return mhar_fail("%s: no pre_tokenizer: not a byte-level BPE", path);
     const cJSON *list[8];
     int n = 0;
-    const char *type = get_str(pre, "type");
+    const char *type = json_string_or(pre, "type", NULL);
     if (type && !strcmp(type, "Sequence")) {
         const cJSON *it;
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers")) {
@@ -275,23 +266,24 @@ static int read_pre_tokenizer(const char *path, const cJSON *pre, int *pattern) 
     *pattern = PAT_NONE;
     int byte_level = 0;
     for (int i = 0; i < n; i++) {
-        const char *t = get_str(list[i], "type");
+        const char *t = json_string_or(list[i], "type", NULL);
         if (t && !strcmp(t, "ByteLevel")) {
             if (byte_level || i != n - 1)
                 return mhar_fail("%s: pre_tokenizer: ByteLevel must come once, last", path);
-            if (get_bool(list[i], "add_prefix_space", 0))
+            if (json_bool_or(list[i], "add_prefix_space", 0))
                 return mhar_fail("%s: pre_tokenizer: ByteLevel add_prefix_space is not supported", path);
-            if (get_bool(list[i], "use_regex", 1)) {
+            if (json_bool_or(list[i], "use_regex", 1)) {
                 if (*pattern) return mhar_fail("%s: pre_tokenizer: a Split and ByteLevel's own regex both", path);
                 *pattern = PAT_GPT2;  // ByteLevel's built-in regex is GPT-2's
             }
             byte_level = 1;
         } else if (t && !strcmp(t, "Split")) {
-            const char *re = get_str(cJSON_GetObjectItemCaseSensitive(list[i], "pattern"), "Regex");
-            const char *beh = get_str(list[i], "behavior");
+            const char *re =
+                json_string_or(cJSON_GetObjectItemCaseSensitive(list[i], "pattern"), "Regex", NULL);
+            const char *beh = json_string_or(list[i], "behavior", NULL);
             if (*pattern || !re)
                 return mhar_fail("%s: pre_tokenizer: only one Split with a Regex pattern is supported", path);
-            if (!beh || strcmp(beh, "Isolated") || get_bool(list[i], "invert", 0))
+            if (!beh || strcmp(beh, "Isolated") || json_bool_or(list[i], "invert", 0))
                 return mhar_fail("%s: pre_tokenizer: Split must have behavior Isolated and invert false", path);
             *pattern = pretok_pattern_id(re);
             if (!*pattern)
@@ -323,23 +315,23 @@ typedef struct { char *s; int special; } ImportTok;
 
 static int import_parsed(const char *path, const cJSON *root, Bpe *b) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const char *mtype = get_str(model, "type");
+    const char *mtype = json_string_or(model, "type", NULL);
     if (!cJSON_IsObject(model) || (mtype && strcmp(mtype, "BPE")))
         return mhar_fail("%s: model type %s: only BPE is supported", path, mtype ? mtype : "missing");
     if (!absent_or_null(model, "dropout") && cJSON_GetObjectItemCaseSensitive(model, "dropout")->valuedouble != 0)
         return mhar_fail("%s: BPE dropout is not supported", path);
     if (!null_or_empty(model, "continuing_subword_prefix") || !null_or_empty(model, "end_of_word_suffix"))
         return mhar_fail("%s: continuing_subword_prefix / end_of_word_suffix are not supported", path);
-    if (get_bool(model, "byte_fallback", 0)) return mhar_fail("%s: byte_fallback is not supported", path);
+    if (json_bool_or(model, "byte_fallback", 0)) return mhar_fail("%s: byte_fallback is not supported", path);
     // Normalizer: none, or NFC (alone or as a one-step Sequence).
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
     unsigned nfc = 0;
     if (norm && !cJSON_IsNull(norm)) {
-        const char *nt = get_str(norm, "type");
+        const char *nt = json_string_or(norm, "type", NULL);
         const cJSON *steps = cJSON_GetObjectItemCaseSensitive(norm, "normalizers");
         if (nt && !strcmp(nt, "Sequence") && cJSON_GetArraySize(steps) <= 1) {
             norm = cJSON_GetArraySize(steps) ? cJSON_GetArrayItem(steps, 0) : NULL;
-            nt = norm ? get_str(norm, "type") : NULL;
+            nt = norm ? json_string_or(norm, "type", NULL) : NULL;
         }
         if (nt && !strcmp(nt, "NFC")) nfc = BPE_NFC;
         else if (norm)
@@ -363,12 +355,13 @@ static int import_parsed(const char *path, const cJSON *root, Bpe *b) {
     }
     cJSON_ArrayForEach(it, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= BPE_MAX_VOCAB || !get_str(it, "content"))
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= BPE_MAX_VOCAB ||
+            !json_string_or(it, "content", NULL))
             return mhar_fail("%s: an added token has no valid id or content", path);
         if ((long)id->valuedouble + 1 > V) V = (long)id->valuedouble + 1;
-        if (get_bool(it, "lstrip", 0) || get_bool(it, "rstrip", 0) || get_bool(it, "single_word", 0))
+        if (json_bool_or(it, "lstrip", 0) || json_bool_or(it, "rstrip", 0) || json_bool_or(it, "single_word", 0))
             return mhar_fail("%s: added token \"%.60s\" uses lstrip/rstrip/single_word: not supported", path,
-                             get_str(it, "content"));
+                             json_string_or(it, "content", NULL));
     }
     // Ids have no gaps, so V cannot exceed the number of entries: refusing it
     // here keeps a single huge id from sizing the tables below.
@@ -387,7 +380,7 @@ static int import_parsed(const char *path, const cJSON *root, Bpe *b) {
     cJSON_ArrayForEach(it, added) {
         if (rc) break;
         long id = (long)cJSON_GetObjectItemCaseSensitive(it, "id")->valuedouble;
-        const char *content = get_str(it, "content");
+        const char *content = json_string_or(it, "content", NULL);
         if (tok[id].s && !tok[id].special && strcmp(tok[id].s, content))
             rc = mhar_fail("%s: added token %ld \"%.60s\" differs from the vocab's \"%.60s\"", path, id, content,
                            tok[id].s);
@@ -474,7 +467,7 @@ static int import_parsed(const char *path, const cJSON *root, Bpe *b) {
     }
     if (rc == MHAR_OK)
         rc = bpe_build(b, path, (int)V, bytes, off, n_merges, (const int (*)[2])mg, n_special, special,
-                       pretok_pattern(pattern), (get_bool(model, "ignore_merges", 0) ? BPE_IGNORE_MERGES : 0) | nfc);
+                       pretok_pattern(pattern), (json_bool_or(model, "ignore_merges", 0) ? BPE_IGNORE_MERGES : 0) | nfc);
     free(tok);
     free(off);
     free(bytes);

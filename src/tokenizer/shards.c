@@ -10,17 +10,8 @@
 
 #include "../data/tokens.h"
 #include "../util/common.h"
+#include "../util/dir.h"
 #include "textfiles.h"
-
-static int is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 // Encode files[0..n) into one id stream, in file order. Files are spread over
 // the threads largest first (one encoder and cache per thread); each file's
@@ -108,13 +99,13 @@ int shards_tokenize(const ShardOptions *o, ShardStats *st) {
                          bpe_token_width(b), o->max_width);
     int eot = bpe_eot_id(b);
     if (eot < 0) return mhar_fail("the tokenizer has no <|endoftext|> special token to separate documents");
-    char manifest[4096], dir[2][4096];
+    char manifest[MHAR_PATH_MAX], dir[2][MHAR_PATH_MAX];
     if (path_join(manifest, sizeof manifest, o->corpus, "manifest.json") ||
         path_join(dir[0], sizeof dir[0], o->corpus, "train") || path_join(dir[1], sizeof dir[1], o->corpus, "val"))
         return MHAR_ERR;
     FileList fl[2] = {{0}, {0}};
     int rc = MHAR_OK;
-    st->corpus_layout = is_file(manifest) && is_dir(dir[0]) && is_dir(dir[1]);
+    st->corpus_layout = path_is_file(manifest) && path_is_dir(dir[0]) && path_is_dir(dir[1]);
     if (st->corpus_layout) {
         rc = filelist_scan(dir[0], &fl[0]);
         if (!rc) rc = filelist_scan(dir[1], &fl[1]);
@@ -160,7 +151,7 @@ int shards_tokenize(const ShardOptions *o, ShardStats *st) {
         if (!rc && ids.n < 2)
             rc = mhar_fail("%s: the %s split has no text (%zu files, all empty or binary)", o->corpus,
                            s ? "validation" : "training", fl[s].n);
-        char path[4096];
+        char path[MHAR_PATH_MAX];
         if (!rc) rc = path_join(path, sizeof path, o->out_dir, name[s]);
         if (!rc) rc = tokens_save(path, ids.v, ids.n, b->vocab_size);
         st->tokens[s] = ids.n;

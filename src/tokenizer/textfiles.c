@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../util/common.h"
+#include "../util/file.h"
 
 // nftw has no user pointer, so the walk collects into this (the walk is not
 // reentrant; one at a time is all the commands need).
@@ -55,23 +57,8 @@ void filelist_free(FileList *fl) {
 }
 
 int read_all(const char *path, unsigned char **data, size_t *n) {
-    *data = NULL;
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mhar_fail("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return mhar_fail("%s: not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    unsigned char *buf = malloc(size ? size : 1);
-    if (!buf) { fclose(f); return mhar_fail("%s: out of memory for %zu bytes", path, size); }
-    size_t got = size ? fread(buf, 1, size, f) : 0;
-    int err = ferror(f);
-    fclose(f);
-    if (err || got != size) { free(buf); return mhar_fail("%s: read error", path); }
-    *data = buf;
-    *n = size;
-    return MHAR_OK;
+    char *text;
+    int rc = read_file_max(path, SIZE_MAX, &text, n);
+    *data = (unsigned char *)text;
+    return rc;
 }

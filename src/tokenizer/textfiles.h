@@ -10,7 +10,8 @@ typedef struct { char **path; size_t n; } FileList;
 // sorted by path so that results do not depend on directory order.
 int filelist_scan(const char *dir, FileList *fl);
 void filelist_free(FileList *fl);
-// Whole file into a malloc'd buffer (no size limit, no NUL added).
+// Whole file, any size, as bytes: read_file_max(path, SIZE_MAX, ...) of
+// util/file.h (NUL-terminated too).
 int read_all(const char *path, unsigned char **data, size_t *n);
 // Binary files hold NUL bytes; text never does.
 static inline int is_binary(const unsigned char *s, size_t n) { return n && memchr(s, 0, n) != NULL; }

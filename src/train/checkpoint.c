@@ -13,14 +13,8 @@
 
 #include "../io/atomic.h"
 #include "../io/safetensors.h"
-
-static int fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return mhar_fail("%s: cannot open directory: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    close(fd);
-    return rc ? mhar_fail("%s: fsync failed: %s", dir, strerror(errno)) : MHAR_OK;
-}
+#include "../util/dir.h"
+#include "../util/json.h"
 
 // Remove a checkpoint directory (only the files a checkpoint holds, plus
 // stray temp files an interrupted write left behind).
@@ -28,7 +22,7 @@ static void remove_checkpoint_dir(const char *dir) {
     DIR *dp = opendir(dir);
     if (!dp) return;
     struct dirent *e;
-    char path[4200];
+    char path[MHAR_PATH_MAX];
     while ((e = readdir(dp))) {
         if (e->d_name[0] == '.' && (e->d_name[1] == 0 || (e->d_name[1] == '.' && e->d_name[2] == 0))) continue;
         if (path_join(path, sizeof path, dir, e->d_name) == MHAR_OK) unlink(path);
@@ -66,23 +60,6 @@ static char *state_to_json(const TrainState *st) {
     return text;
 }
 
-static int get_num(const cJSON *j, const char *path, const char *key, double lo, double hi, double *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsNumber(v)) return mhar_fail("%s: field '%s' missing or not a number", path, key);
-    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
-        return mhar_fail("%s: field '%s' = %g is outside [%g, %g]", path, key, v->valuedouble, lo, hi);
-    *out = v->valuedouble;
-    return MHAR_OK;
-}
-
-static int get_str(const cJSON *j, const char *path, const char *key, char *out, size_t cap) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsString(v)) return mhar_fail("%s: field '%s' missing or not a string", path, key);
-    if (strlen(v->valuestring) >= cap) return mhar_fail("%s: field '%s' is too long", path, key);
-    strcpy(out, v->valuestring);
-    return MHAR_OK;
-}
-
 static int state_from_json(const char *path, const char *text, TrainState *st) {
     cJSON *j = cJSON_Parse(text);
     if (!j) return mhar_fail("%s: not valid JSON", path);
@@ -94,17 +71,16 @@ static int state_from_json(const char *path, const char *text, TrainState *st) {
     // corrupt value never overflows the conversion.
     const double hi[14] = {1e15, 1e15, 1e15, 1 << 24, 1 << 24, 1 << 24, 1e9, 1e9, 1e9, 10, 1e15, 1e15, 1e15, 1e15};
     int rc = MHAR_OK;
-    for (int i = 0; i < 14 && rc == MHAR_OK; i++) rc = get_num(j, path, keys[i], 0, hi[i], &v[i]);
+    for (int i = 0; i < 14 && rc == MHAR_OK; i++) rc = json_get_double(j, path, keys[i], 1, 0, hi[i], &v[i]);
     // Optional: checkpoints written before --max-bad-steps existed lack it.
     double max_bad = TRAIN_MAX_BAD_STEPS;
-    if (rc == MHAR_OK && cJSON_HasObjectItem(j, "max_bad_steps"))
-        rc = get_num(j, path, "max_bad_steps", 1, 1e9, &max_bad);
+    if (rc == MHAR_OK) rc = json_get_double(j, path, "max_bad_steps", 0, 1, 1e9, &max_bad);
     double tokens = 0;
     char seed[32];
-    if (rc == MHAR_OK) rc = get_num(j, path, "tokens_seen", 0, 1e30, &tokens);
-    if (rc == MHAR_OK) rc = get_str(j, path, "seed", seed, sizeof seed);
-    if (rc == MHAR_OK) rc = get_str(j, path, "train", st->train_path, sizeof st->train_path);
-    if (rc == MHAR_OK) rc = get_str(j, path, "val", st->val_path, sizeof st->val_path);
+    if (rc == MHAR_OK) rc = json_get_double(j, path, "tokens_seen", 1, 0, 1e30, &tokens);
+    if (rc == MHAR_OK) rc = json_get_string(j, path, "seed", 1, seed, sizeof seed);
+    if (rc == MHAR_OK) rc = json_get_string(j, path, "train", 1, st->train_path, sizeof st->train_path);
+    if (rc == MHAR_OK) rc = json_get_string(j, path, "val", 1, st->val_path, sizeof st->val_path);
     cJSON_Delete(j);
     if (rc) return rc;
     st->step = (long)v[0]; st->steps = (long)v[1]; st->warmup = (long)v[2];
@@ -122,7 +98,7 @@ static int state_from_json(const char *path, const char *text, TrainState *st) {
 }
 
 static int link_into_run(const char *dir, const char *name) {
-    char src[4200], tmp[4200], dst[4200], rel[300];
+    char src[MHAR_PATH_MAX], tmp[MHAR_PATH_MAX], dst[MHAR_PATH_MAX], rel[300];
     snprintf(rel, sizeof rel, "checkpoint/%.200s", name);
     if (path_join(src, sizeof src, dir, rel)) return MHAR_ERR;
     snprintf(rel, sizeof rel, ".%.200s.link", name);
@@ -134,7 +110,7 @@ static int link_into_run(const char *dir, const char *name) {
 }
 
 int checkpoint_save(const char *dir, const Model *m, const AdamW *opt, const TrainState *st) {
-    char tmp[4200], path[4300], final[4200];
+    char tmp[MHAR_PATH_MAX], path[MHAR_PATH_MAX], final[MHAR_PATH_MAX];
     if (path_join(tmp, sizeof tmp, dir, ".checkpoint.tmp") || path_join(final, sizeof final, dir, "checkpoint"))
         return MHAR_ERR;
     remove_checkpoint_dir(tmp);  // a stale one from an interrupted save
@@ -168,7 +144,7 @@ int checkpoint_save(const char *dir, const Model *m, const AdamW *opt, const Tra
 }
 
 int checkpoint_load_state(const char *dir, TrainState *st) {
-    char path[4200];
+    char path[MHAR_PATH_MAX];
     if (path_join(path, sizeof path, dir, "checkpoint/state.json")) return MHAR_ERR;
     char *text;
     size_t n;
@@ -179,7 +155,7 @@ int checkpoint_load_state(const char *dir, TrainState *st) {
 }
 
 int checkpoint_load(const char *dir, Model *m, AdamW *opt, TrainState *st) {
-    char ck[4200], path[4300];
+    char ck[MHAR_PATH_MAX], path[MHAR_PATH_MAX];
     if (path_join(ck, sizeof ck, dir, "checkpoint")) return MHAR_ERR;
     if (checkpoint_load_state(dir, st)) return MHAR_ERR;
     if (model_load(m, ck)) return MHAR_ERR;

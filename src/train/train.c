@@ -81,7 +81,7 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
     const long max_bad = st->max_bad_steps > 0 ? st->max_bad_steps : TRAIN_MAX_BAD_STEPS;
     long saved_at = st->step > 0 ? st->step : -1;  // step of DIR/checkpoint (-1: none yet)
     char num[3][32];
-    char path[4200];
+    char path[MHAR_PATH_MAX];
     if (path_join(path, sizeof path, dir, "metrics.jsonl")) return MHAR_ERR;
     if (trim_metrics(path, st->step)) return MHAR_ERR;
     FILE *metrics = fopen(path, "a");
@@ -122,7 +122,7 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
             adamw_step(opt, m->params, m->grads, norm, lr);
             st->bad_steps = 0;
         } else if (++st->bad_steps >= max_bad) {
-            char kept[4300];
+            char kept[MHAR_PATH_MAX + 64]; // a sentence around dir
             if (saved_at >= 0) snprintf(kept, sizeof kept, "the checkpoint of step %ld in %s is kept", saved_at, dir);
             else snprintf(kept, sizeof kept, "no checkpoint was written yet");
             rc = mhar_fail("step %ld: loss %g, gradient norm %g: %ld non-finite steps in a row "

@@ -13,10 +13,15 @@
 static char last_error[1024];
 
 int mhar_fail(const char *fmt, ...) {
+    // Format into a scratch buffer first: an argument may be last_error itself
+    // (a message wrapping the previous one), and vsnprintf's source and
+    // destination must not overlap.
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return MHAR_ERR;
 }
 
@@ -102,6 +107,19 @@ int copy_str(char *dst, size_t cap, const char *src) {
     size_t n = strlen(src);
     if (n >= cap) return mhar_fail("path or name too long (%zu bytes): %.60s...", n, src);
     memcpy(dst, src, n + 1);
+    return MHAR_OK;
+}
+
+int path_format(char *out, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap) {
+        mhar_fail("path too long (more than %zu bytes): %.60s...", cap ? cap - 1 : 0, cap ? out : "");
+        if (cap) out[0] = '\0';  // never a truncated path
+        return MHAR_ERR;
+    }
     return MHAR_OK;
 }
 

@@ -8,7 +8,14 @@
 #define MHAR_OK 0
 #define MHAR_ERR (-1)
 
-// Record an error message (printf-style) and return MHAR_ERR.
+// Room for a path, NUL included: every path buffer has this size, and every
+// function that composes a path (path_join, path_format) refuses one that
+// does not fit instead of truncating it.
+#define MHAR_PATH_MAX 4096
+
+// Record an error message (printf-style) and return MHAR_ERR. The arguments
+// may include mhar_error() itself, to wrap an earlier message:
+// mhar_fail("%s: %s", what, mhar_error()).
 int mhar_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // The last recorded message ("" if none).
 const char *mhar_error(void);
@@ -30,5 +37,8 @@ void mhar_free(void *p);
 
 // dir + "/" + name into out[cap]; MHAR_ERR (with message) if it won't fit.
 int path_join(char *out, size_t cap, const char *dir, const char *name);
+// A path from a printf format into out[cap]; MHAR_ERR (with message) if it
+// won't fit, never a truncated path.
+int path_format(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 // Bounded string copy; MHAR_ERR if src does not fit.
 int copy_str(char *dst, size_t cap, const char *src);

@@ -1,0 +1,66 @@
+#include "dir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static int make_one(const char *dir) {
+    if (mkdir(dir, 0755) == 0) return MHAR_OK;
+    int err = errno;
+    if (err == EEXIST) {
+        if (path_is_dir(dir)) return MHAR_OK;
+        return mhar_fail("%s: cannot create: exists and is not a directory", dir);
+    }
+    return mhar_fail("%s: cannot create: %s", dir, strerror(err));
+}
+
+int mkdir_p(const char *dir) {
+    char buf[MHAR_PATH_MAX];
+    if (!dir[0]) return mhar_fail("cannot create a directory with an empty name");
+    if (copy_str(buf, sizeof buf, dir)) return MHAR_ERR;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/' || p[-1] == '/') continue; // "a//b": one separator
+        *p = '\0';
+        int rc = make_one(buf);
+        *p = '/';
+        if (rc) return MHAR_ERR;
+    }
+    return make_one(buf);
+}
+
+int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return mhar_fail("%s: cannot open directory to sync: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    if (rc != 0 && err != EINVAL && err != EROFS)
+        return mhar_fail("%s: fsync of the directory failed: %s", dir, strerror(err));
+    return MHAR_OK;
+}
+
+int fsync_parent(const char *path) {
+    char dir[MHAR_PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash) return fsync_dir(".");
+    if (slash == path) return fsync_dir("/");
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof dir) return mhar_fail("%.60s...: path too long", path);
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return fsync_dir(dir);
+}
+
+int path_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int path_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
