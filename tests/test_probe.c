@@ -331,6 +331,9 @@ static void expect_refused(const char *name, const ProbeOptions *o, const char *
 }
 
 static void test_run_refused(void) {
+    char names[128];
+    CHECK(!strcmp(probe_scheme_names(names, sizeof names, " or "), "attnres or mhar"), "probe_schemes_from_registry",
+          "got '%s'", names);
     ProbeOptions o = {.run = make_run("base", "baseline", 1, 0, 1), .slices = 4, .draws = 1, .batches = 1, .seed = 1};
     expect_refused("probe_run_refuses_baseline", &o, "full depth routing (attnres or mhar) and this scheme does not route");
     o.run = make_run("blk", "block", 2, 2, 1);

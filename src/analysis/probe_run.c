@@ -72,6 +72,10 @@ static int probe_reads(const ResidualScheme *s) {
     return residual_is_routed(s) && !s->needs_blocks && s->route_weights != NULL;
 }
 
+const char *probe_scheme_names(char *buf, size_t cap, const char *sep) {
+    return residual_names(buf, cap, sep, probe_reads);
+}
+
 static int load_model(Probe *p, const ProbeOptions *o) {
     if (model_load(&p->m, o->run)) {
         char why[512];
@@ -84,7 +88,7 @@ static int load_model(Probe *p, const ProbeOptions *o) {
     if (!probe_reads(s)) {
         char names[256];
         return mhar_fail("%s: attnres_mode is '%s'; the probe reads full depth routing (%s) %s", o->run, s->name,
-                         residual_names(names, sizeof names, " or ", probe_reads),
+                         probe_scheme_names(names, sizeof names, " or "),
                          s->route_weights && s->needs_blocks ? "and not yet block routing's summaries"
                                                              : "and this scheme does not route");
     }

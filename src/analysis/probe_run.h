@@ -41,6 +41,9 @@ typedef struct {
     double route_check;        // largest |probe weight - model weight|
 } ProbeResult;
 
+// The names of the schemes the probe reads (registry order), joined by sep
+// into buf: "attnres or mhar".
+const char *probe_scheme_names(char *buf, size_t cap, const char *sep);
 // Run the probe; errors name the run, the file or the option.
 int probe_run(const ProbeOptions *o, ProbeResult *r);
 void probe_result_free(ProbeResult *r);

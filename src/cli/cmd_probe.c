@@ -30,8 +30,10 @@ static const char *usage =
 int cmd_probe(int argc, char **argv) {
     ProbeOptions o = {.slices = 4, .draws = 8, .batches = 8, .seed = 1};
     const char *json = NULL;
+    char names[128], run_help[160];
+    snprintf(run_help, sizeof run_help, "run directory (%s)", probe_scheme_names(names, sizeof names, " or "));
     Flag flags[] = {
-        {"run", FLAG_STR, &o.run, "run directory (attnres or mhar)", 0, 0, 0},
+        {"run", FLAG_STR, &o.run, run_help, 0, 0, 0},
         {"data", FLAG_STR, &o.data, "held-out token file (default: the run's validation file)", 0, 0, 0},
         {"slices", FLAG_INT, &o.slices, "slices S of the attnres query (default 4)", 1, 65536, 0},
         {"draws", FLAG_INT, &o.draws, "random queries per site for the null (default 8)", 1, 100000, 0},
