@@ -3,9 +3,15 @@
 // and agreement with the model's own route kernel.
 #include "check.h"
 #include "analysis/probe.h"
+#include "analysis/probe_run.h"
+#include "data/tokens.h"
+#include "io/atomic.h"
 #include "kernels/ops.h"
+#include "model/model.h"
 #include "util/common.h"
 
+#include <cjson/cJSON.h>
+#include <stdlib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +35,8 @@ static void heads(double *out, const float *const *src, int n, int T, const floa
                   float eps) {
     route_probe_heads(ctx, out, pack(src, n, T, D), q, g, T, D, H, eps);
 }
+#include <sys/stat.h>
+#include <unistd.h>
 
 static double kl2(double p0, double r0) {   // KL((p0, 1-p0) || (r0, 1-r0))
     return p0 * log(p0 / r0) + (1 - p0) * log((1 - p0) / (1 - r0));
@@ -234,6 +242,136 @@ static void test_random_query(void) {
     CHECK(n == 0, "random_query_of_zero_is_zero", "norm %g", n);
 }
 
+// ---- probe_run: the whole probe on a saved model (nano made smaller)
+
+static char rundir[256];
+
+// A run directory for scheme mode (H heads, N blocks) with perturbed
+// weights (the routing queries start at 0), a validation file and, with
+// state, a checkpoint/state.json naming it with batch 2 x 16.
+static const char *make_run(const char *name, const char *mode, int H, int N, int state) {
+    static char dir[512];
+    char path[700];
+    snprintf(dir, sizeof dir, "%s/%s", rundir, name);
+    mkdir(dir, 0755);
+    Config c;
+    config_preset("nano", &c);   // made smaller: 2 layers of width 64
+    c.vocab_size = 64;
+    c.hidden_size = 64;
+    c.num_hidden_layers = 2;
+    c.intermediate_size = 128;
+    snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", mode);
+    c.attnres_num_heads = H;
+    c.attnres_num_blocks = N;
+    Model m;
+    if (model_create(&m, &c)) { printf("model_create: %s\n", mhar_error()); return dir; }
+    model_init_weights(&m, 5);
+    Rng rng;
+    rng_seed(&rng, 9);
+    for (size_t i = 0; i < m.table.total; i++) m.params[i] += 0.3f * rng_normal(&rng);
+    if (model_save(&m, dir)) printf("model_save: %s\n", mhar_error());
+    model_free(&m);
+    int tok[1000];
+    for (int i = 0; i < 1000; i++) tok[i] = (int)((i * 7 + i / 13) % 64);
+    snprintf(path, sizeof path, "%s/val.bin", rundir);
+    tokens_save(path, tok, 1000, 64);
+    if (state) {
+        char st[900];
+        snprintf(st, sizeof st, "{\"val\": \"%s\", \"batch\": 2, \"seq\": 16}", path);
+        snprintf(path, sizeof path, "%s/checkpoint", dir);
+        mkdir(path, 0755);
+        snprintf(path, sizeof path, "%s/checkpoint/state.json", dir);
+        atomic_write_file(path, st, strlen(st));
+    }
+    return dir;
+}
+
+static double mean_of_sites(const ProbeResult *r) {
+    double s = 0;
+    for (int i = 0; i < r->n_sites; i++) s += r->sites[i].trained;
+    return s / r->n_sites;
+}
+
+static void test_run_attnres(void) {
+    const char *dir = make_run("att", "attnres", 1, 0, 1);
+    ProbeOptions o = {.run = dir, .slices = 4, .draws = 2, .batches = 2, .seed = 1};
+    ProbeResult r;
+    int rc = probe_run(&o, &r);
+    CHECK(rc == 0, "probe_run_attnres", "%s", mhar_error());
+    if (rc) return;
+    CHECK(r.width && r.n_sites == 4 && r.tokens == 64 && !strcmp(r.sites[0].site, "layers.0.mlp") &&
+          r.sites[0].n_sources == 2 && !strcmp(r.sites[3].site, "final") && r.sites[3].n_sources == 5,
+          "probe_run_sites", "width %d, %d sites, %g tokens, first %s", r.width, r.n_sites, r.tokens, r.sites[0].site);
+    CHECK(r.route_check < 1e-4 && r.trained > 0 && r.excess == r.trained - r.null &&
+          fabs(r.trained - mean_of_sites(&r)) < 1e-15 && isfinite(r.null_sd), "probe_run_overall",
+          "route %g trained %g null %g excess %g", r.route_check, r.trained, r.null, r.excess);
+    ProbeResult r2;
+    o.batches = 1;
+    rc = probe_run(&o, &r2);
+    CHECK(rc == 0 && r2.tokens == 32 && r2.trained != r.trained, "probe_run_batches", "rc %d tokens %g", rc, r2.tokens);
+    if (!rc) probe_result_free(&r2);
+    char *line = NULL, path[600];
+    rc = probe_result_save(&r, "none", &line, path, sizeof path);
+    cJSON *j = line ? cJSON_Parse(line) : NULL;
+    CHECK(rc == 0 && path[0] == 0 && j && !strcmp(cJSON_GetObjectItem(j, "probe")->valuestring, "width_disagreement") &&
+          cJSON_GetObjectItem(j, "slices")->valueint == 4 && cJSON_GetArraySize(cJSON_GetObjectItem(j, "sites")) == 4 &&
+          !cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "sites"), 0), "per_head"),
+          "probe_result_json", "%.200s", line ? line : "(none)");
+    cJSON_Delete(j);
+    free(line);
+    rc = probe_result_save(&r, NULL, &line, path, sizeof path);
+    char *text = NULL, want[600];
+    size_t n = 0;
+    snprintf(want, sizeof want, "%s/probe.json", dir);
+    int same = rc == 0 && !strcmp(path, want) && read_file(path, &text, &n) == 0 && line && n == strlen(line) + 1 &&
+               !memcmp(text, line, n - 1) && text[n - 1] == '\n';
+    CHECK(same, "probe_result_saved_with_newline", "rc %d, path %s", rc, path);
+    free(text);
+    free(line);
+    probe_result_free(&r);
+}
+
+static void test_run_mhar(void) {
+    ProbeOptions o = {.run = make_run("mh", "mhar", 2, 0, 1), .slices = 4, .draws = 1, .batches = 1, .seed = 3};
+    ProbeResult r;
+    int rc = probe_run(&o, &r);
+    CHECK(rc == 0, "probe_run_mhar", "%s", mhar_error());
+    if (rc) return;
+    int ok = !r.width && r.heads == 2 && r.n_sites == 4 && isnan(r.null_sd);
+    for (int i = 0; ok && i < r.n_sites; i++)
+        ok &= r.sites[i].per_head && fabs(r.sites[i].trained - (r.sites[i].per_head[0] + r.sites[i].per_head[1]) / 2) < 1e-12;
+    CHECK(ok && r.route_check < 1e-4, "probe_run_mhar_per_head", "width %d heads %d", r.width, r.heads);
+    probe_result_free(&r);
+}
+
+static void expect_refused(const char *name, const ProbeOptions *o, const char *want) {
+    ProbeResult r;
+    int rc = probe_run(o, &r);
+    CHECK(rc != 0 && strstr(mhar_error(), want), name, "rc %d: %s", rc, mhar_error());
+    if (!rc) probe_result_free(&r);
+}
+
+static void test_run_refused(void) {
+    char names[128];
+    CHECK(!strcmp(probe_scheme_names(names, sizeof names, " or "), "attnres or mhar"), "probe_schemes_from_registry",
+          "got '%s'", names);
+    ProbeOptions o = {.run = make_run("base", "baseline", 1, 0, 1), .slices = 4, .draws = 1, .batches = 1, .seed = 1};
+    expect_refused("probe_run_refuses_baseline", &o, "full depth routing (attnres or mhar) and this scheme does not route");
+    o.run = make_run("blk", "block", 2, 2, 1);
+    expect_refused("probe_run_refuses_block", &o, "not yet block routing's summaries");
+    o.run = make_run("att3", "attnres", 1, 0, 1);
+    o.slices = 3;
+    expect_refused("probe_run_slices_must_divide", &o, "--slices 3 does not divide the width d = 64");
+    o.slices = 4;
+    o.run = make_run("nostate", "attnres", 1, 0, 0);
+    expect_refused("probe_run_needs_data", &o, "give --data");
+    o.run = "/nonexistent/run";
+    expect_refused("probe_run_missing_model", &o, "/nonexistent/run: cannot load the model: /nonexistent/run/");
+    // the reason once, not the message formatted into itself
+    CHECK(strstr(strstr(mhar_error(), "cannot load") + 1, "cannot load the model") == NULL,
+          "probe_run_missing_model_said_once", "%s", mhar_error());
+}
+
 int main(void) {
     ctx = ops_open();
     if (!ctx) return 1;
@@ -243,5 +381,13 @@ int main(void) {
     test_against_naive();
     test_matches_route_kernel();
     test_random_query();
+    snprintf(rundir, sizeof rundir, "/tmp/mhar_test_probe.XXXXXX");
+    if (!mkdtemp(rundir)) { perror("mkdtemp"); return 2; }
+    test_run_attnres();
+    test_run_mhar();
+    test_run_refused();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", rundir);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", rundir);
     CHECK_EXIT();
 }

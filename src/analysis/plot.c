@@ -1,4 +1,4 @@
-#include "report_plot.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,15 +40,10 @@ static int run_gnuplot(const char *dir, const char *script) {
     return 0;
 }
 
-int plot_draw(const Plot *p, const PlotSeries *s, int n_series) {
-    char path[4300], dat[300], gp[300], png[300];
-    snprintf(dat, sizeof dat, "%s.dat", p->name);
-    snprintf(gp, sizeof gp, "%s.gp", p->name);
-    snprintf(png, sizeof png, "%s.png", p->name);
-    if (path_join(path, sizeof path, p->dir, dat)) return -1;
+// One data block per series, two blank lines apart: gnuplot's "index".
+static int write_data(const char *path, const PlotSeries *s, int n_series) {
     FILE *f = fopen(path, "w");
     if (!f) return mhar_fail("%s: cannot write: %s", path, strerror(errno));
-    // one data block per series, two blank lines apart: gnuplot's "index"
     for (int i = 0; i < n_series; i++) {
         fprintf(f, "# %s\n", s[i].title);
         for (int k = 0; k < s[i].n; k++) {
@@ -60,8 +55,34 @@ int plot_draw(const Plot *p, const PlotSeries *s, int n_series) {
         fprintf(f, "%s\n\n\n", s[i].style == SERIES_HLINE || s[i].n == 0 ? "nan nan nan" : "");
     }
     if (fclose(f)) return mhar_fail("%s: write failed", path);
-    if (path_join(path, sizeof path, p->dir, gp)) return -1;
-    if (!(f = fopen(path, "w"))) return mhar_fail("%s: cannot write: %s", path, strerror(errno));
+    return MHAR_OK;
+}
+
+// Log-2 x axis with each distinct x value of the data as a tick.
+static void put_log2_ticks(FILE *f, const PlotSeries *s, int n_series) {
+    double lo = INFINITY, hi = -INFINITY;
+    fprintf(f, "set logscale x 2\nset xtics (");
+    int first = 1;
+    for (int i = 0; i < n_series; i++)
+        for (int k = 0; s[i].style != SERIES_HLINE && k < s[i].n; k++) {
+            int dup = 0;   // each x once
+            for (int i2 = 0; i2 <= i && !dup; i2++)
+                for (int k2 = 0; k2 < (i2 == i ? k : s[i2].n) && !dup; k2++)
+                    dup = s[i2].style != SERIES_HLINE && s[i2].x[k2] == s[i].x[k];
+            if (dup) continue;
+            fprintf(f, "%s\"%g\" %g", first ? "" : ", ", s[i].x[k], s[i].x[k]);
+            first = 0;
+            lo = fmin(lo, s[i].x[k]);
+            hi = fmax(hi, s[i].x[k]);
+        }
+    fprintf(f, ")\n");
+    if (isfinite(lo)) fprintf(f, "set xrange [%g:%g]\n", lo / 1.5, hi * 1.5);
+}
+
+static int write_script(const char *path, const Plot *p, const PlotSeries *s, int n_series, const char *dat,
+                        const char *gp, const char *png) {
+    FILE *f = fopen(path, "w");
+    if (!f) return mhar_fail("%s: cannot write: %s", path, strerror(errno));
     fprintf(f, "# written by mhar report; redraw with: gnuplot %s\n", gp);
     fprintf(f, "set terminal pngcairo noenhanced size 960,600 font \",11\"\nset output \"%s\"\n", png);
     fprintf(f, "set title ");
@@ -73,25 +94,7 @@ int plot_draw(const Plot *p, const PlotSeries *s, int n_series) {
     // curves: many series, key at the side; H plots: few, key below (the side would squeeze the axis)
     fprintf(f, "\nset grid\nset key %s\n", p->logx2 ? "below" : "outside right top");
     if (isfinite(p->xmin)) fprintf(f, "set xrange [%.10g:*]\n", p->xmin);
-    if (p->logx2) {
-        double lo = INFINITY, hi = -INFINITY;
-        fprintf(f, "set logscale x 2\nset xtics (");
-        int first = 1;
-        for (int i = 0; i < n_series; i++)
-            for (int k = 0; s[i].style != SERIES_HLINE && k < s[i].n; k++) {
-                int dup = 0;   // each x once
-                for (int i2 = 0; i2 <= i && !dup; i2++)
-                    for (int k2 = 0; k2 < (i2 == i ? k : s[i2].n) && !dup; k2++)
-                        dup = s[i2].style != SERIES_HLINE && s[i2].x[k2] == s[i].x[k];
-                if (dup) continue;
-                fprintf(f, "%s\"%g\" %g", first ? "" : ", ", s[i].x[k], s[i].x[k]);
-                first = 0;
-                lo = fmin(lo, s[i].x[k]);
-                hi = fmax(hi, s[i].x[k]);
-            }
-        fprintf(f, ")\n");
-        if (isfinite(lo)) fprintf(f, "set xrange [%g:%g]\n", lo / 1.5, hi * 1.5);
-    }
+    if (p->logx2) put_log2_ticks(f, s, n_series);
     fprintf(f, "plot ");
     for (int i = 0; i < n_series; i++) {
         if (i) fprintf(f, ", \\\n     ");
@@ -104,5 +107,15 @@ int plot_draw(const Plot *p, const PlotSeries *s, int n_series) {
     }
     fprintf(f, "\n");
     if (fclose(f)) return mhar_fail("%s: write failed", path);
+    return MHAR_OK;
+}
+
+int plot_draw(const Plot *p, const PlotSeries *s, int n_series) {
+    char path[4300], dat[300], gp[300], png[300];
+    snprintf(dat, sizeof dat, "%s.dat", p->name);
+    snprintf(gp, sizeof gp, "%s.gp", p->name);
+    snprintf(png, sizeof png, "%s.png", p->name);
+    if (path_join(path, sizeof path, p->dir, dat) || write_data(path, s, n_series)) return -1;
+    if (path_join(path, sizeof path, p->dir, gp) || write_script(path, p, s, n_series, dat, gp, png)) return -1;
     return run_gnuplot(p->dir, gp);
 }

@@ -1,4 +1,4 @@
-// PNG plots for mhar report, drawn by gnuplot: each plot is left as
+// PNG plots drawn by gnuplot (mhar report): each plot is left as
 // NAME.dat (the numbers) and NAME.gp (the script) beside NAME.png, so it can
 // be restyled and redrawn with `gnuplot NAME.gp` without rerunning anything.
 #pragma once

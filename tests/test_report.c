@@ -1,0 +1,250 @@
+// mhar report's library (analysis/report.h, plot.h) on a hand-made sweep
+// whose metrics are known: 19 runs over two presets, seven schemes, three
+// seeds, one unfinished run and a directory without run.json. Checks the
+// table order (registry order, presets by size), the groups' numbers, the
+// scheme roles taken from the registry, loss against H on common seeds, the
+// Markdown and JSON, and the gnuplot files written without gnuplot.
+#include <cjson/cJSON.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/plot.h"
+#include "analysis/report.h"
+#include "check.h"
+#include "io/atomic.h"
+#include "testfiles.h"
+#include "util/common.h"
+
+static int close_to(double a, double b, double tol) { return fabs(a - b) <= tol; }
+
+static char *slurp(const char *path) {
+    char *text = NULL;
+    size_t n;
+    if (read_file(path, &text, &n)) return NULL;
+    return text;
+}
+
+// Write a JSON object to path.
+static void put_json(const char *path, cJSON *j) {
+    char *text = cJSON_Print(j);
+    write_bytes(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(j);
+}
+
+// One run directory under sw/runs: run.json, checkpoint/state.json at step
+// of 120, and metrics.jsonl with an evaluation every 10 steps up to step:
+// the first 10.0 (outside the last 11 of 12), every later one `metric`.
+static void make_run(const char *preset, const char *residual, const char *method, int heads, int blocks,
+                     int seed, double metric, int step) {
+    SweepRun r = {0};
+    snprintf(r.name, sizeof r.name, "%s-%s-s%d", preset, method, seed);
+    snprintf(r.preset, sizeof r.preset, "%s", preset);
+    snprintf(r.residual, sizeof r.residual, "%s", residual);
+    snprintf(r.method, sizeof r.method, "%s", method);
+    r.heads = heads, r.blocks = blocks, r.seed = seed, r.lr = 1e-3, r.steps = 120, r.warmup = 6;
+    r.batch = 2, r.seq = 16, r.accum = 1, r.eval_every = 10, r.eval_batches = 2, r.save_every = 10;
+    snprintf(r.train, sizeof r.train, "/data/train.bin");
+    snprintf(r.val, sizeof r.val, "/data/val.bin");
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s", tpath("sw/runs"));
+    snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", r.name);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/checkpoint", dir);
+    mkdir(path, 0755);
+    cJSON *rec = sweep_run_to_json(&r), *starts = cJSON_AddArrayToObject(rec, "starts"), *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "commit", "0123456789abcdef0123456789abcdef01234567");
+    cJSON_AddBoolToObject(s, "dirty", 0);
+    cJSON_AddItemToArray(starts, s);
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    put_json(path, rec);
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddNumberToObject(st, "step", step);
+    cJSON_AddNumberToObject(st, "steps", 120);
+    snprintf(path, sizeof path, "%s/checkpoint/state.json", dir);
+    put_json(path, st);
+    char text[4096];
+    size_t n = 0;
+    for (int e = 10; e <= step; e += 10) {
+        n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"loss\":3.5,\"lr\":0.001,\"grad_norm\":1,\"tok_per_s\":1000,"
+                      "\"tokens\":%d}\n", e, e * 32);
+        n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"val_loss\":%.17g,\"val_tokens\":64}\n", e,
+                      e == 10 ? 10.0 : metric);
+    }
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    write_bytes(path, text, n);
+}
+
+static void make_sweep(void) {
+    mkdir(tpath("sw"), 0755);
+    mkdir(tpath("sw/runs"), 0755);
+    mkdir(tpath("sw/runs/junk"), 0755);
+    const double base[3] = {3.00, 3.10, 3.20}, hc[3] = {2.95, 3.05, 3.15}, att[3] = {2.90, 3.08, 3.16},
+                 h2[3] = {2.80, 3.00, 3.30}, h4[2] = {2.70, 2.90};
+    for (int s = 1; s <= 3; s++) {
+        make_run("nano", "baseline", "baseline", 0, 0, s, base[s - 1], 120);
+        make_run("nano", "hc", "hc", 0, 0, s, hc[s - 1], 120);
+        make_run("nano", "attnres", "attnres", 1, 0, s, att[s - 1], 120);
+        make_run("nano", "mhar", "mhar-h2", 2, 0, s, h2[s - 1], 120);
+        if (s < 3) make_run("nano", "mhar", "mhar-h4", 4, 0, s, h4[s - 1], 120);
+        make_run("nano", "block", "block-h2-b2", 2, 2, s, 3.0, 120);
+    }
+    make_run("nano", "denseformer", "denseformer", 0, 0, 1, 3.5, 50);   // unfinished
+    make_run("micro", "baseline", "baseline", 0, 0, 1, 2.5, 120);
+    const char *probe = "{\"probe\":\"width_disagreement\",\"slices\":4,\"tokens\":64,\"trained\":0.5,\"null\":0.125,"
+                        "\"excess\":0.375}\n";
+    write_bytes(tpath("sw/runs/nano-attnres-s1/probe.json"), probe, strlen(probe));
+}
+
+static void test_load(void) {
+    Report rep;
+    FILE *notes = tmpfile();
+    int rc = report_load(&rep, tpath("sw"), notes);
+    CHECK(rc == 0 && rep.n_runs == 19, "report_load_runs", "rc %d, %d runs (%s)", rc, rep.n_runs, mhar_error());
+    char buf[512] = "";
+    rewind(notes);
+    size_t got = fread(buf, 1, sizeof buf - 1, notes);
+    buf[got] = 0;
+    fclose(notes);
+    CHECK(has(buf, "junk: no readable run.json"), "report_load_notes_junk", "notes: '%s'", buf);
+    if (rc) return;
+    const char *want[8] = {"baseline", "hc", "denseformer", "attnres", "mhar-h2", "mhar-h4", "block-h2-b2", "baseline"};
+    int order = rep.n_groups == 8;
+    for (int i = 0; order && i < 8; i++) order &= !strcmp(rep.groups[i].method, want[i]);
+    CHECK(order && !strcmp(rep.groups[7].preset, "micro"), "report_group_order_registry_then_size",
+          "%d groups, first %s, last %s %s", rep.n_groups, rep.groups[0].method, rep.groups[rep.n_groups - 1].preset,
+          rep.groups[rep.n_groups - 1].method);
+    CHECK(!strcmp(rep.runs[0].r.name, "nano-baseline-s1") && !strcmp(rep.runs[18].r.name, "micro-baseline-s1"),
+          "report_run_order", "first %s, last %s", rep.runs[0].r.name, rep.runs[18].r.name);
+    const ReportGroup *b = &rep.groups[0], *hc = &rep.groups[1], *df = &rep.groups[2];
+    CHECK(b->n == 3 && close_to(b->mean, 3.1, 1e-12) && close_to(b->sd, 0.1, 1e-12) && b->min_used == 11,
+          "report_group_mean_sd", "n %d mean %.17g sd %.17g used %d", b->n, b->mean, b->sd, b->min_used);
+    CHECK(df->n == 0 && df->n_all == 1 && !rep.runs[6].done, "report_unfinished_not_counted", "n %d of %d", df->n,
+          df->n_all);
+    Paired p = report_paired(hc, b);
+    CHECK(p.n == 3 && close_to(p.mean, -0.05, 1e-12) && p.better == 3, "report_paired_to_baseline",
+          "n %d mean %g better %d", p.n, p.mean, p.better);
+    p = report_paired(&rep.groups[5], b);
+    CHECK(p.n == 2 && close_to(p.mean, -0.25, 1e-12), "report_paired_common_seeds_only", "n %d mean %g", p.n, p.mean);
+    CHECK(report_section_end(&rep, 0) == 7 && report_section_end(&rep, 7) == 8, "report_sections_by_preset",
+          "ends %d %d", report_section_end(&rep, 0), report_section_end(&rep, 7));
+    CHECK(report_find_group(rep.groups, 7, b, "attnres") == &rep.groups[3] &&
+          report_find_group(rep.groups, 8, &rep.groups[7], "hc") == NULL, "report_find_group", "wrong group");
+    CHECK(isfinite(rep.runs[0].tail_slope) && close_to(rep.runs[0].tail_slope, 0, 1e-9), "report_tail_slope_flat",
+          "slope %g", rep.runs[0].tail_slope);
+
+    const ReportGroup *hg[8];
+    int n = report_heads_groups(rep.groups, 0, 7, hg, 8);
+    CHECK(n == 3 && report_group_heads(hg[0]) == 1 && !strcmp(hg[0]->method, "attnres") &&
+          report_group_heads(hg[1]) == 2 && report_group_heads(hg[2]) == 4, "report_heads_groups_sorted",
+          "%d groups", n);
+    uint64_t common[8];
+    double y[8];
+    int nc = n == 3 ? report_heads_on_common_seeds(hg, n, common, y) : 0;
+    CHECK(nc == 2 && common[0] == 1 && common[1] == 2 && close_to(y[0], 2.99, 1e-12) && close_to(y[1], 2.9, 1e-12) &&
+          close_to(y[2], 2.8, 1e-12), "report_heads_on_common_seeds", "%d common, y %g %g %g", nc, y[0], y[1], y[2]);
+    report_free(&rep);
+}
+
+// The roles the report gives schemes come from the registry.
+static void test_roles(void) {
+    CHECK(!strcmp(report_reference_scheme(), "baseline") && !strcmp(report_single_head_scheme(), "attnres"),
+          "report_roles_reference_single_head", "%s, %s", report_reference_scheme(), report_single_head_scheme());
+    CHECK(report_routes("attnres") && report_routes("mhar") && report_routes("block") && !report_routes("hc") &&
+          !report_routes("baseline") && !report_routes("nonsense"), "report_roles_routes", "wrong routing schemes");
+    CHECK(report_routes_heads("attnres") && report_routes_heads("mhar") && !report_routes_heads("block") &&
+          !report_routes_heads("denseformer"), "report_roles_routes_heads", "wrong heads schemes");
+}
+
+static void test_make(void) {
+    ReportSummary sum;
+    int rc = report_make(tpath("sw"), 1, NULL, &sum);
+    CHECK(rc == 0 && sum.n_runs == 19 && sum.n_done == 18 && sum.missing_gnuplot && sum.plots_drawn == 0 &&
+          sum.plots_failed == 0, "report_make_summary", "rc %d (%s), %d runs %d done, missing %d drawn %d failed %d",
+          rc, mhar_error(), sum.n_runs, sum.n_done, sum.missing_gnuplot, sum.plots_drawn, sum.plots_failed);
+    char *md = slurp(tpath("sw/report.md"));
+    if (!md) { CHECK(0, "report_md_written", "no report.md"); return; }
+    CHECK(has(md, "19 runs, 18 finished") && has(md, "### preset nano\n") && has(md, "### preset micro\n"),
+          "report_md_sections", "title or sections missing");
+    CHECK(has(md, "| baseline | 3 of 3 | 11 | 3.1000 ± 0.1000 | - | - | - |"), "report_md_baseline_row", "row missing");
+    CHECK(has(md, "- Lowest mean: **mhar-h4**, 2.8000 (n 2).") &&
+          has(md, "- Loss against H: H=1 3.0467, H=2 3.0333, H=4 2.8000. Minimum at H=4, the largest H tried."),
+          "report_md_headline", "headline missing");
+    CHECK(has(md, "on the seeds every H has (1, 2): H=1 2.9900, H=2 2.9000, H=4 2.8000. Minimum at H=4."),
+          "report_md_common_seeds", "common-seeds line missing");
+    CHECK(has(md, "| nano-attnres-s1 | width disagreement | S 4 | 64 | 0.5 | 0.125 | 0.375 |"), "report_md_probe",
+          "probe row missing");
+    CHECK(has(md, "| nano-denseformer-s1 | 1 | unfinished | 50/120 | 5 |"), "report_md_unfinished_run",
+          "run row missing");
+    CHECK(has(md, "gnuplot is not installed") && has(md, "](plots/heads_nano.png)"), "report_md_plots_without_gnuplot",
+          "no note or no link");
+    free(md);
+    char *dat = slurp(tpath("sw/plots/heads_nano.dat"));
+    CHECK(dat && has(dat, "# MHAR (H = 1: attnres), mean ± sd over seeds\n1 3.046666667 ") && has(dat, "\n4 2.8 ") &&
+          has(dat, "# baseline\nnan nan nan") && has(dat, "# hc\nnan nan nan") && !has(dat, "denseformer"),
+          "report_heads_plot_data", "%.300s", dat ? dat : "(none)");
+    free(dat);
+    char *js = slurp(tpath("sw/report.json"));
+    cJSON *j = js ? cJSON_Parse(js) : NULL;
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(j, "groups"), *runs = cJSON_GetObjectItemCaseSensitive(j, "runs");
+    const cJSON *g1 = cJSON_GetArrayItem(groups, 1);
+    const cJSON *mb = cJSON_GetObjectItemCaseSensitive(g1, "minus_baseline");
+    CHECK(cJSON_GetArraySize(groups) == 8 && cJSON_GetArraySize(runs) == 19 &&
+          close_to(cJSON_GetObjectItemCaseSensitive(mb, "mean")->valuedouble, -0.05, 1e-12) &&
+          cJSON_GetObjectItemCaseSensitive(mb, "lower")->valueint == 3, "report_json_numbers", "%.200s", js ? js : "");
+    cJSON_Delete(j);
+    free(js);
+}
+
+static void test_errors(void) {
+    Report rep;
+    int rc = report_load(&rep, tpath("nothing"), NULL);
+    CHECK(rc != 0 && has(mhar_error(), "cannot open"), "report_not_a_sweep", "%s", mhar_error());
+    report_free(&rep);
+    mkdir(tpath("empty"), 0755);
+    mkdir(tpath("empty/runs"), 0755);
+    rc = report_load(&rep, tpath("empty"), NULL);
+    CHECK(rc != 0 && has(mhar_error(), "no runs with a run.json yet"), "report_no_runs", "%s", mhar_error());
+    report_free(&rep);
+}
+
+// plot.c alone: the data blocks and the script, log-2 ticks each x once.
+static void test_plot(void) {
+    double x1[3] = {1, 2, 4}, y1[3] = {5, 6, 7}, e1[3] = {0.5, NAN, 0.25}, x2[2] = {2, 4}, y2[2] = {1, 2}, r = 3;
+    PlotSeries s[3] = {{"a \"q\"", SERIES_ERRORBARS, x1, y1, e1, 3}, {"b", SERIES_LINES, x2, y2, NULL, 2},
+                       {"ref", SERIES_HLINE, NULL, &r, NULL, 1}};
+    Plot p = {tmpdir, "p1", "title", "x", "y", NAN, 1};
+    int rc = plot_draw(&p, s, 3);
+    char *dat = slurp(tpath("p1.dat")), *gp = slurp(tpath("p1.gp"));
+    CHECK(rc == 1 && dat && !strcmp(dat, "# a \"q\"\n1 5 0.5\n2 6 0\n4 7 0.25\n\n\n\n# b\n2 1\n4 2\n\n\n\n# ref\nnan nan nan\n\n\n"),
+          "plot_data_blocks", "rc %d, dat:\n%s", rc, dat ? dat : "(none)");
+    CHECK(gp && has(gp, "set xtics (\"1\" 1, \"2\" 2, \"4\" 4)\n") && has(gp, "set xrange [0.666667:6]\n") &&
+          has(gp, "title \"a \\\"q\\\"\"") && has(gp, "3 with lines dashtype 2 lw 2 title \"ref\"") &&
+          has(gp, "\"p1.dat\" index 1 using 1:2 with lines"), "plot_script", "%s", gp ? gp : "(none)");
+    free(dat);
+    free(gp);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/mhar_test_report.XXXXXX");
+    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 2; }
+    setenv("PATH", "/nonexistent", 1);   // no gnuplot: the data and scripts are still written
+    make_sweep();
+    test_load();
+    test_roles();
+    test_errors();
+    test_plot();
+    test_make();
+    nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    CHECK_EXIT();
+}
