@@ -8,7 +8,6 @@
 #include "kernels/ops.h"
 #include "util/common.h"
 
-#include <float.h>
 #include <stdint.h>
 #include <string.h>
 #ifdef _OPENMP
