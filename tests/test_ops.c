@@ -1,0 +1,915 @@
+// One harness for every op of kernels/ops.h, in the spirit of ggml's
+// test-backend-ops: a table of cases (op, shape, input kind, tolerance and
+// the reason for it), all run on every backend present. Per case:
+//   forward        the op's outputs against a double-precision reference
+//                  written here in plain loops (independent of ops.h), on
+//                  the same fp32 inputs;
+//   backward       the op's input gradients against central differences of
+//                  the double reference under the projection loss
+//                  L = Σ r ⊙ out (r random): on sampled coordinates (every
+//                  coordinate of a small tensor) and along one random
+//                  direction that moves every coordinate (so an error that
+//                  touches many elements, a wrong index, stride or term, is
+//                  caught; one element of a large tensor slightly off can
+//                  slip through, which is why each op has a small case);
+//   deterministic  a second run gives the same bits;
+//   accumulates    gradients that ops.h documents as accumulating (+=) do.
+// Each prints one PASS/FAIL line with the measured error and tolerance.
+//
+// The ops are called only through the adapters at the top: a change of op
+// signature (a backend context, one buffer for the routing sources) is an
+// edit there. Adding an op: two adapters, a reference, an Op entry, table
+// lines. Properties that are not op-versus-reference (in-place use, NULL
+// arguments, exact zeros, timing) live in test_kernels.c and test_route.c.
+//
+// Usage: test_ops [SUBSTRING]  runs only the cases whose name contains it.
+#include <float.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels/ops.h"
+#include "util/common.h"
+
+enum { MAX_IN = 3, MAX_OUT = 2, MAX_P = 5 };
+
+typedef struct {      // a backend under test
+    const char *name;
+    OpsContext *ctx;  // its op context
+} Backend;
+
+typedef struct Op Op;
+
+// One case's tensors: flat fp32 buffers whose sizes the op's shape() sets
+// from p[]. Rows: runs of elements of a common scale (rows of a norm, a
+// routing source's token rows); 0 means the whole tensor.
+typedef struct {
+    const Op *op;
+    int p[MAX_P];                 // shape parameters, as Op.pnames names them
+    int kind;                     // input distribution (Op.kinds; 0 = default)
+    size_t n_in[MAX_IN], n_out[MAX_OUT], n_ids;
+    size_t step_row[MAX_IN];      // finite-difference steps scale with this row's RMS
+    size_t err_row[MAX_IN];       // input gradients: errors relative to this row's max
+    size_t err_row_out[MAX_OUT];  // outputs: errors relative to this row's max
+    float *in[MAX_IN], *out[MAX_OUT];
+    float *dout[MAX_OUT], *din[MAX_IN];  // gradient into the outputs, of the inputs
+    int *ids;                     // integer inputs: tokens, targets
+} Case;
+
+// Constants the adapters and the references share.
+#define NORM_EPS 1e-6f    // rmsnorm eps and the routing key-norm eps
+#define ROPE_THETA 10000.0f
+#define VEC_S (-0.37f)    // vec_scale_acc's factor
+
+// ---- adapters: the only calls into ops.h -----------------------------------------
+
+static float *scratch_nan(size_t n) { // scratch must need no initialisation
+    float *s = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) s[i] = NAN;
+    return s;
+}
+
+static void matmul_fwd(Backend *be, Case *c) {
+    matmul_forward(be->ctx, c->out[0], c->in[0], c->in[1], c->p[0], c->p[1], c->p[2]);
+}
+static void matmul_bwd(Backend *be, Case *c) {
+    matmul_backward(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], c->p[0], c->p[1], c->p[2]);
+}
+
+static void embedding_fwd(Backend *be, Case *c) {
+    embedding_forward(be->ctx, c->out[0], c->ids, c->in[0], c->p[2], c->p[1]);
+}
+static void embedding_bwd(Backend *be, Case *c) {
+    embedding_backward(be->ctx, c->din[0], c->dout[0], c->ids, c->p[2], c->p[1], c->p[0]);
+}
+
+static void rmsnorm_fwd(Backend *be, Case *c) {
+    rmsnorm_forward(be->ctx, c->out[0], c->out[1], c->in[0], c->in[1], c->p[0], c->p[1], NORM_EPS);
+}
+static void rmsnorm_bwd(Backend *be, Case *c) {
+    rmsnorm_backward(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], c->out[1], c->p[0], c->p[1]);
+}
+
+static void rope_table_fwd(Backend *be, Case *c) {
+    rope_table(be->ctx, c->out[0], c->out[1], c->p[0], c->p[1], ROPE_THETA);
+}
+
+// rope works in place: the adapters copy, then rotate with a table of
+// positions 0 .. pos0 + T - 1.
+static void rope_apply(Backend *be, Case *c, float *x, int backward) {
+    int B = c->p[0], T = c->p[1], nh = c->p[2], hd = c->p[3], pos0 = c->p[4];
+    size_t nt = (size_t)(pos0 + T) * (hd / 2);
+    float *ct = malloc(nt * sizeof(float)), *st = malloc(nt * sizeof(float));
+    rope_table(be->ctx, ct, st, pos0 + T, hd, ROPE_THETA);
+    if (backward) rope_backward(be->ctx, x, B, T, nh, hd, pos0, ct, st);
+    else rope_forward(be->ctx, x, B, T, nh, hd, pos0, ct, st);
+    free(ct), free(st);
+}
+static void rope_fwd(Backend *be, Case *c) {
+    memcpy(c->out[0], c->in[0], c->n_in[0] * sizeof(float));
+    rope_apply(be, c, c->out[0], 0);
+}
+static void rope_bwd(Backend *be, Case *c) {
+    memcpy(c->din[0], c->dout[0], c->n_in[0] * sizeof(float));
+    rope_apply(be, c, c->din[0], 1);
+}
+
+static void attention_fwd(Backend *be, Case *c) {
+    attention_forward(be->ctx, c->out[0], c->out[1], c->in[0], c->in[1], c->in[2], c->p[0], c->p[1], c->p[2],
+                      c->p[3], c->p[4]);
+}
+static void attention_bwd(Backend *be, Case *c) {
+    float *scratch = scratch_nan(attention_scratch_floats(c->p[0], c->p[1], c->p[3]));
+    attention_backward(be->ctx, c->din[0], c->din[1], c->din[2], scratch, c->dout[0], c->out[1], c->in[0],
+                       c->in[1], c->in[2], c->p[0], c->p[1], c->p[2], c->p[3], c->p[4]);
+    free(scratch);
+}
+
+static void swiglu_fwd(Backend *be, Case *c) {
+    swiglu_forward(be->ctx, c->out[0], c->in[0], c->in[1], (size_t)c->p[0]);
+}
+static void swiglu_bwd(Backend *be, Case *c) {
+    swiglu_backward(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], (size_t)c->p[0]);
+}
+
+// xent's return value (the sum of the losses) is checked as output 1; its
+// backward takes one scale for every row: the gradient of scale · Σ losses.
+static void xent_fwd(Backend *be, Case *c) {
+    c->out[1][0] = (float)xent_forward(be->ctx, c->out[0], c->in[0], c->ids, c->p[0], c->p[1]);
+}
+static void xent_bwd(Backend *be, Case *c) {
+    xent_backward(be->ctx, c->din[0], c->in[0], c->ids, c->p[0], c->p[1], c->dout[0][0]);
+}
+
+static void vec_add_fwd(Backend *be, Case *c) {
+    vec_add(be->ctx, c->out[0], c->in[0], c->in[1], c->n_out[0]);
+}
+static void vec_acc_fwd(Backend *be, Case *c) {
+    memcpy(c->out[0], c->in[0], c->n_out[0] * sizeof(float));
+    vec_acc(be->ctx, c->out[0], c->in[1], c->n_out[0]);
+}
+static void vec_scale_acc_fwd(Backend *be, Case *c) {
+    memcpy(c->out[0], c->in[0], c->n_out[0] * sizeof(float));
+    vec_scale_acc(be->ctx, c->out[0], c->in[1], VEC_S, c->n_out[0]);
+}
+
+// Routing: the sources are one buffer [n_src, n_tok, d], as the ops take them.
+static void route_fwd(Backend *be, Case *c) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
+    const RouteSources S = {c->in[0], (size_t)T * d, N, NULL};
+    float *scratch = scratch_nan(route_scratch_floats(be->ctx, N, d, H));
+    route_forward(be->ctx, c->out[0], c->out[1], scratch, S, c->in[1], c->in[2], T, d, H, NORM_EPS);
+    free(scratch);
+}
+static void route_bwd_either(Backend *be, Case *c, int set) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
+    const RouteSources S = {c->in[0], (size_t)T * d, N, NULL};
+    const RouteGrads dS = {c->din[0], (size_t)T * d, NULL};
+    float *scratch = scratch_nan(route_scratch_floats(be->ctx, N, d, H));
+    (set ? route_backward_set : route_backward)(be->ctx, dS, c->din[1], c->din[2], scratch, c->dout[0], c->out[1],
+                                                S, c->in[1], c->in[2], T, d, H, NORM_EPS);
+    free(scratch);
+}
+static void route_bwd(Backend *be, Case *c) { route_bwd_either(be, c, 0); }
+static void route_set_bwd(Backend *be, Case *c) { route_bwd_either(be, c, 1); }
+
+// The backends present. Each opens its op context before its cases and
+// closes it after; the CPU backend has no context yet. A second backend is
+// one more line (its adapters then move data to and from its memory).
+static int cpu_open(Backend *be) { return (be->ctx = ops_open()) ? 0 : -1; }
+static void cpu_close(Backend *be) { ops_close(be->ctx); }
+static const struct {
+    const char *name;
+    int (*open)(Backend *be);
+    void (*close)(Backend *be);
+} BACKENDS[] = {
+    {"cpu", cpu_open, cpu_close},
+};
+
+// ---- double-precision references: in -> out, plain loops ---------------------------
+
+static void ref_matmul(const Case *c, double *const *in, double *const *out) {
+    int M = c->p[0], K = c->p[1], N = c->p[2];
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += in[0][(size_t)m * K + k] * in[1][(size_t)n * K + k];
+            out[0][(size_t)m * N + n] = s;
+        }
+}
+
+static void ref_embedding(const Case *c, double *const *in, double *const *out) {
+    int d = c->p[1];
+    for (int i = 0; i < c->p[2]; i++)
+        for (int j = 0; j < d; j++) out[0][(size_t)i * d + j] = in[0][(size_t)c->ids[i] * d + j];
+}
+
+static void ref_rmsnorm(const Case *c, double *const *in, double *const *out) {
+    int rows = c->p[0], d = c->p[1];
+    for (int r = 0; r < rows; r++) {
+        const double *x = in[0] + (size_t)r * d;
+        double ss = 0;
+        for (int j = 0; j < d; j++) ss += x[j] * x[j];
+        double rs = 1 / sqrt(ss / d + (double)NORM_EPS);
+        out[1][r] = rs;
+        for (int j = 0; j < d; j++) out[0][(size_t)r * d + j] = x[j] * rs * in[1][j];
+    }
+}
+
+static double rope_angle(int pos, int j, int hd) { return pos * pow((double)ROPE_THETA, -2.0 * j / hd); }
+
+static void ref_rope_table(const Case *c, double *const *in, double *const *out) {
+    (void)in;
+    int max_pos = c->p[0], hd = c->p[1], half = hd / 2;
+    for (int p = 0; p < max_pos; p++)
+        for (int j = 0; j < half; j++) {
+            out[0][(size_t)p * half + j] = cos(rope_angle(p, j, hd));
+            out[1][(size_t)p * half + j] = sin(rope_angle(p, j, hd));
+        }
+}
+
+// x [B, T, nh, hd], "rotate half": coordinate j pairs with j + hd/2.
+static void ref_rope(const Case *c, double *const *in, double *const *out) {
+    int B = c->p[0], T = c->p[1], nh = c->p[2], hd = c->p[3], pos0 = c->p[4], half = hd / 2;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < nh; h++) {
+                size_t o = (((size_t)b * T + t) * nh + h) * hd;
+                for (int j = 0; j < half; j++) {
+                    double a = rope_angle(pos0 + t, j, hd), x1 = in[0][o + j], x2 = in[0][o + j + half];
+                    out[0][o + j] = x1 * cos(a) - x2 * sin(a);
+                    out[0][o + j + half] = x2 * cos(a) + x1 * sin(a);
+                }
+            }
+}
+
+// q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], P [B, nh, T, T]
+// (upper triangle 0); query head h reads kv head h / (nh / nkv).
+static void ref_attention(const Case *c, double *const *in, double *const *out) {
+    int B = c->p[0], T = c->p[1], nh = c->p[2], nkv = c->p[3], hd = c->p[4];
+    double scale = 1 / sqrt((double)hd);
+#define QI(b, t, h) ((((size_t)(b) * T + (t)) * nh + (h)) * hd)
+#define KI(b, t, g) ((((size_t)(b) * T + (t)) * nkv + (g)) * hd)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < nh; h++) {
+            int g = h / (nh / nkv);
+            for (int i = 0; i < T; i++) {
+                double *p = out[1] + (((size_t)b * nh + h) * T + i) * T, m = -INFINITY, z = 0;
+                for (int j = 0; j < T; j++) {
+                    double a = 0;
+                    for (int e = 0; e < hd && j <= i; e++) a += in[0][QI(b, i, h) + e] * in[1][KI(b, j, g) + e];
+                    p[j] = j <= i ? a * scale : -INFINITY;
+                    m = fmax(m, p[j]);
+                }
+                for (int j = 0; j < T; j++) z += p[j] = exp(p[j] - m);
+                for (int j = 0; j < T; j++) p[j] /= z;
+                for (int e = 0; e < hd; e++) {
+                    double a = 0;
+                    for (int j = 0; j <= i; j++) a += p[j] * in[2][KI(b, j, g) + e];
+                    out[0][QI(b, i, h) + e] = a;
+                }
+            }
+        }
+#undef QI
+#undef KI
+}
+
+static void ref_swiglu(const Case *c, double *const *in, double *const *out) {
+    for (int i = 0; i < c->p[0]; i++) out[0][i] = in[0][i] / (1 + exp(-in[0][i])) * in[1][i];
+}
+
+// logits [n, V], targets -> losses [n] (natural log), their sum [1]
+static void ref_xent(const Case *c, double *const *in, double *const *out) {
+    int n = c->p[0], V = c->p[1];
+    out[1][0] = 0;
+    for (int i = 0; i < n; i++) {
+        const double *r = in[0] + (size_t)i * V;
+        double m = -INFINITY, z = 0;
+        for (int j = 0; j < V; j++) m = fmax(m, r[j]);
+        for (int j = 0; j < V; j++) z += exp(r[j] - m);
+        out[0][i] = log(z) + m - r[c->ids[i]];
+        out[1][0] += out[0][i];
+    }
+}
+
+static void ref_vec_add(const Case *c, double *const *in, double *const *out) {
+    for (size_t i = 0; i < c->n_out[0]; i++) out[0][i] = in[0][i] + in[1][i];
+}
+static void ref_vec_scale_acc(const Case *c, double *const *in, double *const *out) {
+    for (size_t i = 0; i < c->n_out[0]; i++) out[0][i] = in[0][i] + (double)VEC_S * in[1][i];
+}
+
+// Route(S, q, g, H) of SPEC §2.2, per token t, head h owning the slice
+// [h·hw, (h+1)·hw): ρ_n = rsqrt(mean S_n² + eps), ℓ_nh = Σ_k∈h q_k ρ_n g_k S_nk,
+// w_nh = softmax_n ℓ_nh, x_k = Σ_n w_n,h(k) S_nk. S [N, T, d] -> x [T, d], w [N, T, H].
+static void ref_route(const Case *c, double *const *in, double *const *out) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3], hw = d / H;
+    const double *q = in[1], *g = in[2];
+    double *lg = malloc(sizeof(double) * (size_t)N * H);
+    for (int t = 0; t < T; t++) {
+        for (int n = 0; n < N; n++) {
+            const double *s = in[0] + ((size_t)n * T + t) * d;
+            double ms = 0;
+            for (int k = 0; k < d; k++) ms += s[k] * s[k];
+            double rho = 1 / sqrt(ms / d + (double)NORM_EPS);
+            for (int h = 0; h < H; h++) {
+                double l = 0;
+                for (int k = h * hw; k < (h + 1) * hw; k++) l += q[k] * s[k] * rho * g[k];
+                lg[(size_t)n * H + h] = l;
+            }
+        }
+        for (int h = 0; h < H; h++) {
+            double mx = -INFINITY, z = 0;
+            for (int n = 0; n < N; n++) mx = fmax(mx, lg[(size_t)n * H + h]);
+            for (int n = 0; n < N; n++) z += exp(lg[(size_t)n * H + h] - mx);
+            for (int n = 0; n < N; n++) out[1][((size_t)n * T + t) * H + h] = exp(lg[(size_t)n * H + h] - mx) / z;
+        }
+        for (int k = 0; k < d; k++) {
+            double x = 0;
+            for (int n = 0; n < N; n++)
+                x += out[1][((size_t)n * T + t) * H + k / hw] * in[0][((size_t)n * T + t) * d + k];
+            out[0][(size_t)t * d + k] = x;
+        }
+    }
+    free(lg);
+}
+
+// A logit's fp32 error is ~FLT_EPSILON · Σ_k |q_k K_k| (the size of its
+// terms), and a softmax weight's error w(1−w) times that: for saturated
+// softmaxes (Σ|q K| ~ 1e3) this dominates every output that depends on w.
+static double route_tol_data(const Case *c) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3], hw = d / H;
+    double worst = 0;
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++) {
+            const float *s = c->in[0] + ((size_t)n * T + t) * d;
+            double ms = 0;
+            for (int k = 0; k < d; k++) ms += (double)s[k] * s[k];
+            double rho = 1 / sqrt(ms / d + (double)NORM_EPS);
+            for (int h = 0; h < H; h++) {
+                double a = 0;
+                for (int k = h * hw; k < (h + 1) * hw; k++) a += fabs((double)c->in[1][k] * s[k] * rho * c->in[2][k]);
+                worst = fmax(worst, a);
+            }
+        }
+    return 4 * FLT_EPSILON * worst;
+}
+
+// ---- shapes and inputs --------------------------------------------------------------
+
+static void fill_normal(float *a, size_t n, float sd, Rng *rng) {
+    for (size_t i = 0; i < n; i++) a[i] = sd * rng_normal(rng);
+}
+static void init_normal(Case *c, Rng *rng) { // every input N(0, 1)
+    for (int i = 0; i < MAX_IN && c->n_in[i]; i++) fill_normal(c->in[i], c->n_in[i], 1, rng);
+}
+
+// M, K, N: in [M, K], w [N, K] -> out [M, N]
+static void shape_matmul(Case *c) {
+    size_t M = c->p[0], K = c->p[1], N = c->p[2];
+    c->n_in[0] = M * K, c->n_in[1] = N * K, c->n_out[0] = M * N;
+}
+static void init_matmul(Case *c, Rng *rng) {
+    fill_normal(c->in[0], c->n_in[0], 1, rng);
+    fill_normal(c->in[1], c->n_in[1], 0.5f, rng);
+}
+
+// V, d, n: emb [V, d], tokens [n] -> out [n, d]
+static void shape_embedding(Case *c) {
+    size_t V = c->p[0], d = c->p[1], n = c->p[2];
+    c->n_in[0] = V * d, c->n_out[0] = n * d, c->n_ids = n;
+}
+static void init_embedding(Case *c, Rng *rng) { // 2 tokens in 3 among the first 7 ids: many repeats
+    fill_normal(c->in[0], c->n_in[0], 1, rng);
+    for (size_t i = 0; i < c->n_ids; i++)
+        c->ids[i] = (int)rng_below(rng, i % 3 ? (c->p[0] < 7 ? c->p[0] : 7) : c->p[0]);
+}
+
+// rows, d: x [rows, d], w [d] -> y [rows, d], rstd [rows]
+static void shape_rmsnorm(Case *c) {
+    size_t rows = c->p[0], d = c->p[1];
+    c->n_in[0] = rows * d, c->n_in[1] = d, c->n_out[0] = rows * d, c->n_out[1] = rows;
+    c->step_row[0] = c->err_row[0] = d; // rows of very different scale: dx is compared per row
+    c->err_row_out[1] = 1;              // rstd spans orders of magnitude: per element
+}
+static void init_rmsnorm(Case *c, Rng *rng) { // every 7th row 100× larger
+    int d = c->p[1];
+    fill_normal(c->in[0], c->n_in[0], 2, rng);
+    for (int r = 0; r < c->p[0]; r += 7)
+        for (int j = 0; j < d; j++) c->in[0][(size_t)r * d + j] *= 100.0f;
+    fill_normal(c->in[1], c->n_in[1], 1, rng);
+}
+
+// max_pos, hd -> cos, sin [max_pos, hd/2]
+static void shape_rope_table(Case *c) { c->n_out[0] = c->n_out[1] = (size_t)c->p[0] * (c->p[1] / 2); }
+
+// B, T, nh, hd, pos0: x [B, T, nh, hd] -> y
+static void shape_rope(Case *c) { c->n_in[0] = c->n_out[0] = (size_t)c->p[0] * c->p[1] * c->p[2] * c->p[3]; }
+
+// B, T, nh, nkv, hd: q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], att [B, nh, T, T]
+static void shape_attention(Case *c) {
+    size_t B = c->p[0], T = c->p[1], nh = c->p[2], nkv = c->p[3], hd = c->p[4];
+    c->n_in[0] = c->n_out[0] = B * T * nh * hd;
+    c->n_in[1] = c->n_in[2] = B * T * nkv * hd;
+    c->n_out[1] = B * nh * T * T;
+}
+static void init_attention(Case *c, Rng *rng) { // logits up to ~±20: far from uniform
+    fill_normal(c->in[0], c->n_in[0], 2, rng);
+    fill_normal(c->in[1], c->n_in[1], 2, rng);
+    fill_normal(c->in[2], c->n_in[2], 1, rng);
+}
+
+// n: gate, up [n] -> h [n]
+static void shape_swiglu(Case *c) { c->n_in[0] = c->n_in[1] = c->n_out[0] = (size_t)c->p[0]; }
+static void init_swiglu(Case *c, Rng *rng) { // gates N(0, 4²) and a saturated sigmoid's extremes
+    static const float extreme[] = {-1000, -100, -88, -30, 0, 30, 88, 100, 1000};
+    size_t n = c->n_in[0];
+    fill_normal(c->in[0], n, 4, rng);
+    fill_normal(c->in[1], n, 1, rng);
+    for (size_t i = 0; i < 9 && i < n; i++) c->in[0][i * (n / 9)] = extreme[i];
+}
+
+// n, V: logits [n, V], targets [n] -> losses [n], their sum [1]
+static void shape_xent(Case *c) {
+    size_t n = c->p[0], V = c->p[1];
+    c->n_in[0] = n * V, c->n_out[0] = n, c->n_out[1] = 1, c->n_ids = n;
+}
+enum { XENT_NORMAL, XENT_LARGE };
+static void init_xent(Case *c, Rng *rng) { // N(0, 3²), or uniform in [-80, 80]
+    int n = c->p[0], V = c->p[1];
+    for (int i = 0; i < n; i++) c->ids[i] = (int)rng_below(rng, V);
+    if (c->kind == XENT_NORMAL) {
+        fill_normal(c->in[0], c->n_in[0], 3, rng);
+        return;
+    }
+    for (size_t i = 0; i < c->n_in[0]; i++) c->in[0][i] = 160 * rng_uniform(rng) - 80;
+    c->in[0][c->ids[0]] = -80; // a hopeless row
+    if (n > 1) c->in[0][(size_t)V + c->ids[1]] = 80; // and a confident one
+}
+
+// n: a, b [n] -> out [n]
+static void shape_vec(Case *c) { c->n_in[0] = c->n_in[1] = c->n_out[0] = (size_t)c->p[0]; }
+
+// n_src, n_tok, d, H: sources [n_src, n_tok, d], q, g [d] -> x [n_tok, d], w [n_src, n_tok, H]
+static void shape_route(Case *c) {
+    size_t N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
+    c->n_in[0] = N * T * d, c->n_in[1] = c->n_in[2] = d;
+    c->n_out[0] = T * d, c->n_out[1] = N * T * H;
+    c->step_row[0] = d;     // token rows of one source: spread in scale over 1e-3 .. 1e3
+    c->err_row[0] = T * d;  // dsrc compared per source
+}
+// random q and g; token rows of scale 10^U(-3, 3); a saturated softmax
+// (logits ~N(0, 100²)); q = 0; "rising": later sources align with q ⊙ g, so
+// the running max grows at most sources (the forward's rescaling chain).
+enum { ROUTE_RANDOM, ROUTE_SPREAD, ROUTE_SATURATED, ROUTE_ZERO_Q, ROUTE_RISING };
+static void init_route(Case *c, Rng *rng) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3], kind = c->kind;
+    float *q = c->in[1], *g = c->in[2];
+    // Keys have unit RMS, so a logit is ~N(0, hw·σ_q²): σ_q = c/sqrt(hw) gives logits of spread ~c.
+    const float qs = kind == ROUTE_SATURATED ? 100 : kind == ROUTE_ZERO_Q ? 0 : kind == ROUTE_RISING ? 10 : 2;
+    for (int k = 0; k < d; k++) q[k] = qs / sqrtf((float)(d / H)) * rng_normal(rng), g[k] = 1 + 0.3f * rng_normal(rng);
+    float *v = malloc(sizeof(float) * (size_t)d);
+    for (int t = 0; t < T; t++) {
+        for (int k = 0; k < d; k++) v[k] = rng_normal(rng);
+        for (int n = 0; n < N; n++) {
+            float *row = c->in[0] + ((size_t)n * T + t) * d;
+            if (kind == ROUTE_RISING) { // from v (f = 0) to v turned along q ⊙ g (f = 1)
+                const float f = N > 1 ? (float)n / (N - 1) : 0.0f;
+                for (int k = 0; k < d; k++) {
+                    const float along = q[k] * g[k] >= 0 ? fabsf(v[k]) : -fabsf(v[k]);
+                    row[k] = (1 - f) * v[k] + f * along + 0.05f * rng_normal(rng);
+                }
+                continue;
+            }
+            const float sc = kind == ROUTE_SPREAD ? powf(10.0f, 6.0f * rng_uniform(rng) - 3.0f) : 1.0f;
+            for (int k = 0; k < d; k++) row[k] = sc * rng_normal(rng);
+        }
+    }
+    free(v);
+}
+
+// ---- the ops --------------------------------------------------------------------------
+
+enum { GRAD_NONE, GRAD_SET, GRAD_ACC };     // an input's gradient: none, overwritten, accumulated
+enum { DOUT_NONE, DOUT_RANDOM, DOUT_SCALE }; // gradient into an output: none (saved for
+                                             // backward), random r, one scale for all
+struct Op {
+    const char *name;
+    const char *pnames;  // names of p[], space-separated
+    const char *kinds[6];  // names of the input kinds (kinds[0] may be NULL: default)
+    void (*shape)(Case *c);
+    void (*init)(Case *c, Rng *rng);
+    void (*forward)(Backend *be, Case *c);
+    void (*backward)(Backend *be, Case *c);  // NULL: the op has no backward
+    void (*reference)(const Case *c, double *const *in, double *const *out);
+    int grad[MAX_IN];
+    int dout[MAX_OUT];
+    double (*tol_data)(const Case *c);       // tolerance for the data's conditioning (or NULL)
+};
+
+static const Op MATMUL = {"matmul", "M K N", {0}, shape_matmul, init_matmul, matmul_fwd, matmul_bwd,
+                          ref_matmul, {GRAD_SET, GRAD_ACC}, {DOUT_RANDOM}, NULL};
+static const Op EMBEDDING = {"embedding", "V d n", {0}, shape_embedding, init_embedding, embedding_fwd,
+                             embedding_bwd, ref_embedding, {GRAD_ACC}, {DOUT_RANDOM}, NULL};
+static const Op RMSNORM = {"rmsnorm", "rows d", {0}, shape_rmsnorm, init_rmsnorm, rmsnorm_fwd, rmsnorm_bwd,
+                           ref_rmsnorm, {GRAD_SET, GRAD_ACC}, {DOUT_RANDOM, DOUT_NONE}, NULL};
+static const Op ROPE_TABLE = {"rope_table", "max_pos hd", {0}, shape_rope_table, NULL, rope_table_fwd, NULL,
+                              ref_rope_table, {0}, {0}, NULL};
+static const Op ROPE = {"rope", "B T nh hd pos0", {0}, shape_rope, init_normal, rope_fwd, rope_bwd, ref_rope,
+                        {GRAD_SET}, {DOUT_RANDOM}, NULL};
+static const Op ATTENTION = {"attention", "B T nh nkv hd", {0}, shape_attention, init_attention, attention_fwd,
+                             attention_bwd, ref_attention, {GRAD_SET, GRAD_SET, GRAD_SET},
+                             {DOUT_RANDOM, DOUT_NONE}, NULL};
+static const Op SWIGLU = {"swiglu", "n", {0}, shape_swiglu, init_swiglu, swiglu_fwd, swiglu_bwd, ref_swiglu,
+                          {GRAD_SET, GRAD_SET}, {DOUT_RANDOM}, NULL};
+static const Op XENT = {"xent", "n V", {0, "large_logits"}, shape_xent, init_xent, xent_fwd, xent_bwd,
+                        ref_xent, {GRAD_SET}, {DOUT_SCALE, DOUT_NONE}, NULL};
+static const Op VEC_ADD = {"vec_add", "n", {0}, shape_vec, init_normal, vec_add_fwd, NULL, ref_vec_add,
+                           {0}, {0}, NULL};
+static const Op VEC_ACC = {"vec_acc", "n", {0}, shape_vec, init_normal, vec_acc_fwd, NULL, ref_vec_add,
+                           {0}, {0}, NULL};
+static const Op VEC_SCALE_ACC = {"vec_scale_acc", "n", {0}, shape_vec, init_normal, vec_scale_acc_fwd, NULL,
+                                 ref_vec_scale_acc, {0}, {0}, NULL};
+#define ROUTE_KINDS {"random", "spread", "saturated", "zero_q", "rising"}
+static const Op ROUTE = {"route", "n_src n_tok d H", ROUTE_KINDS, shape_route, init_route, route_fwd, route_bwd,
+                         ref_route, {GRAD_ACC, GRAD_ACC, GRAD_ACC}, {DOUT_RANDOM, DOUT_NONE}, route_tol_data};
+// route_backward_set: the same op, but its backward writes dsrc
+static const Op ROUTE_SET = {"route_set", "n_src n_tok d H", ROUTE_KINDS, shape_route, init_route, route_fwd,
+                             route_set_bwd, ref_route, {GRAD_SET, GRAD_ACC, GRAD_ACC},
+                             {DOUT_RANDOM, DOUT_NONE}, route_tol_data};
+
+// ---- the cases ----------------------------------------------------------------------
+
+// Reasons for the tolerances (relative to the largest value of the tensor,
+// or of the row where Case says so).
+#define WHY_SUMS "fp32 sums of <= a few hundred terms round to ~1e-6 of the largest term; a wrong index or term is off by O(1)"
+#define WHY_COPY "a copy (and for the gradient, sums of a few copies): exact forward"
+#define WHY_ROUND "one fp32 rounding per element: <= 2^-24 relative, plus a rounding of the table angle"
+#define WHY_ROUTE "fp32 sums of <= 256 products and <= 17 sources: 1e-5 (sums of more sources in proportion), plus 4·FLT_EPSILON·Σ|q K| for the softmax"
+
+typedef struct {
+    const Op *op;
+    int p[MAX_P];
+    int kind;
+    double tol;
+    const char *why;
+} TestCase;
+
+static const TestCase CASES[] = {
+    // matmul (BLAS): odd sizes, a 1×1 output, and one small enough for every coordinate
+    {&MATMUL, {37, 53, 29}, 0, 1e-5, WHY_SUMS},
+    {&MATMUL, {257, 130, 67}, 0, 1e-5, WHY_SUMS},
+    {&MATMUL, {1, 7, 1}, 0, 1e-5, WHY_SUMS},
+    {&MATMUL, {3, 4, 5}, 0, 1e-5, WHY_SUMS},
+    // embedding: repeated tokens, odd d, n·d large enough for the parallel path
+    {&EMBEDDING, {50, 131, 301}, 0, 1e-5, WHY_COPY},
+    {&EMBEDDING, {5, 3, 7}, 0, 1e-5, WHY_COPY},
+    // rmsnorm: rows of very different scale; d = hd for the q/k norm
+    {&RMSNORM, {37, 67}, 0, 1e-5, WHY_SUMS},
+    {&RMSNORM, {1023, 256}, 0, 1e-5, WHY_SUMS},
+    {&RMSNORM, {501, 64}, 0, 1e-5, WHY_SUMS},
+    {&RMSNORM, {3, 5}, 0, 1e-5, WHY_SUMS},
+    {&ROPE_TABLE, {300, 32}, 0, 1e-7, WHY_ROUND},
+    {&ROPE_TABLE, {300, 64}, 0, 1e-7, WHY_ROUND},
+    {&ROPE, {2, 13, 3, 32, 0}, 0, 1e-5, WHY_SUMS},
+    {&ROPE, {3, 29, 2, 64, 17}, 0, 1e-5, WHY_SUMS},
+    {&ROPE, {1, 3, 2, 6, 5}, 0, 1e-5, WHY_SUMS},
+    // attention: GQA nh = 2·nkv, nh == nkv, nh = 4·nkv; T not a multiple of any block
+    {&ATTENTION, {2, 37, 4, 2, 32}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {2, 130, 2, 2, 64}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {1, 71, 4, 1, 32}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {3, 67, 4, 4, 64}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {2, 5, 4, 2, 4}, 0, 1e-5, WHY_SUMS},
+    {&SWIGLU, {100003}, 0, 1e-5, WHY_SUMS},
+    {&SWIGLU, {13}, 0, 1e-5, WHY_SUMS},
+    {&XENT, {37, 1001}, XENT_NORMAL, 1e-5, WHY_SUMS},
+    {&XENT, {13, 1001}, XENT_LARGE, 1e-5, WHY_SUMS},
+    {&XENT, {3, 7}, XENT_NORMAL, 1e-5, WHY_SUMS},
+    {&VEC_ADD, {100003}, 0, 1e-7, WHY_ROUND},
+    {&VEC_ADD, {5}, 0, 1e-7, WHY_ROUND},
+    {&VEC_ACC, {100003}, 0, 1e-7, WHY_ROUND},
+    {&VEC_ACC, {5}, 0, 1e-7, WHY_ROUND},
+    {&VEC_SCALE_ACC, {100003}, 0, 1e-7, WHY_ROUND},
+    {&VEC_SCALE_ACC, {5}, 0, 1e-7, WHY_ROUND},
+    // route: n_src 1, 2, 5, 17 × H 1, 2, 8 on random data
+    {&ROUTE, {1, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {5, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {1, 37, 64, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {5, 37, 64, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {1, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {5, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {5, 37, 256, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 256, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    // every other kind of data on n_src 2, 17 × H 1, 8 (d 64), and at d 256
+    {&ROUTE, {2, 37, 64, 1}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 1}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 8}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 8}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 256, 4}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 1}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 1}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 8}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 8}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 256, 1}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 1}, ROUTE_ZERO_Q, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 1}, ROUTE_ZERO_Q, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 8}, ROUTE_ZERO_Q, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 8}, ROUTE_ZERO_Q, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 1}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 1}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+    {&ROUTE, {2, 37, 64, 8}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 64, 8}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 37, 256, 2}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+    // H > 64 (the forward's head chunks); head widths 15 and 9 (d not a
+    // multiple of the vector lanes); one token (fewer than threads)
+    {&ROUTE, {5, 37, 256, 128}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {5, 37, 256, 128}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE, {3, 37, 60, 4}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE, {5, 11, 18, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {17, 1, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    // more sources than one online-softmax chunk (32): the chunk rescaling and
+    // the backward walk that finishes the earlier chunks' weights
+    {&ROUTE, {70, 9, 64, 4}, ROUTE_RISING, 5e-5, WHY_ROUTE},
+    {&ROUTE, {70, 9, 64, 4}, ROUTE_SATURATED, 5e-5, WHY_ROUTE},
+    {&ROUTE, {33, 9, 64, 2}, ROUTE_SPREAD, 2e-5, WHY_ROUTE},
+    {&ROUTE, {49, 5, 256, 128}, ROUTE_RANDOM, 3e-5, WHY_ROUTE},
+    {&ROUTE, {40, 7, 36, 1}, ROUTE_RANDOM, 3e-5, WHY_ROUTE},
+    {&ROUTE, {2, 3, 8, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    // route_backward_set: written dsrc
+    {&ROUTE_SET, {1, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SET, {5, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SET, {17, 37, 256, 8}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE_SET, {70, 9, 64, 4}, ROUTE_SATURATED, 5e-5, WHY_ROUTE},
+    {&ROUTE_SET, {5, 11, 18, 2}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+};
+
+// ---- the harness ------------------------------------------------------------------------
+
+// Central differences: a coordinate moves by FD_REL · the RMS of its row
+// (relative steps: truncation ~FD_REL², rounding ~1e-16 / FD_REL, both far
+// below the fp32 tolerances). Every coordinate of a tensor of up to FD_ALL
+// elements is checked, else FD_SAMPLES of them (the first, the last, random).
+#define FD_REL 1e-5
+#define FD_ALL 96
+#define FD_SAMPLES 40
+// Differences resolve a gradient to ~1e-16 / FD_REL of the loss's terms: a
+// row whose gradients are far below the tensor's largest (a routing source
+// of weight 1e-30) is measured against 1e-3 of the largest instead of its own.
+#define FD_ROW_FLOOR 1e-3
+
+static double *dnew(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+static float *fnew(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+
+static void fill_value(float *a, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) a[i] = v;
+}
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+// max over rows of `row` elements (0: the whole tensor) of the row's rel_err.
+static double row_err(const float *a, const double *ref, size_t n, size_t row) {
+    if (row == 0 || row > n) row = n;
+    double worst = 0;
+    for (size_t r0 = 0; r0 < n; r0 += row) {
+        double e = rel_err(a + r0, ref + r0, n - r0 < row ? n - r0 : row);
+        if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+    }
+    return worst;
+}
+
+// Per element k: the RMS (rms = 1) or the max |a| (rms = 0) of k's row of
+// `row` elements (0: the whole tensor).
+static double *row_stats(const float *a, size_t n, size_t row, int rms) {
+    if (row == 0 || row > n) row = n;
+    double *out = dnew(n);
+    for (size_t r0 = 0; r0 < n; r0 += row) {
+        size_t r1 = r0 + row < n ? r0 + row : n;
+        double s = 0;
+        for (size_t i = r0; i < r1; i++) s = rms ? s + (double)a[i] * a[i] : fmax(s, fabs(a[i]));
+        if (rms) s = sqrt(s / (double)(r1 - r0));
+        for (size_t i = r0; i < r1; i++) out[i] = s;
+    }
+    return out;
+}
+
+// The double inputs of the reference and two output sets for differences.
+typedef struct { double *in[MAX_IN], *plus[MAX_OUT], *minus[MAX_OUT]; } Ref;
+
+// (L(x + v) − L(x − v)) / 2 for input i moved along v: its element k by h
+// (v = NULL), or every element by v[]. ≈ h · ∂L/∂x_k, or Σ v ⊙ ∇L. The
+// outputs that do not depend on x come out bit-identical and cancel
+// exactly; *noise bounds the double rounding of those that do (16 ulps of
+// each term), below which a difference resolves nothing.
+static double central_diff(const Case *c, Ref *R, int i, size_t k, double h, const double *v, double *noise) {
+    double *x = R->in[i], *keep = dnew(c->n_in[i]);
+    memcpy(keep, x, c->n_in[i] * sizeof(double));
+    for (int sign = 1; sign >= -1; sign -= 2) {
+        if (v) for (size_t e = 0; e < c->n_in[i]; e++) x[e] = keep[e] + sign * v[e];
+        else x[k] = keep[k] + sign * h;
+        c->op->reference(c, R->in, sign > 0 ? R->plus : R->minus);
+    }
+    memcpy(x, keep, c->n_in[i] * sizeof(double));
+    free(keep);
+    double s = 0, mag = 0;
+    for (int j = 0; j < MAX_OUT; j++)
+        if (c->dout[j])
+            for (size_t e = 0; e < c->n_out[j]; e++) {
+                const double p = R->plus[j][e], m = R->minus[j][e];
+                if (p == m) continue;
+                s += c->dout[j][e] * (p - m);
+                mag += fabs(c->dout[j][e]) * (fabs(p) + fabs(m));
+            }
+    *noise = 16 * DBL_EPSILON * mag / 2;
+    return s / 2;
+}
+
+// Input i's gradient c->din[i] against central differences of the
+// reference: the worst coordinate (relative to the largest gradient of its
+// row, or FD_ROW_FLOOR of the tensor's if that is larger) and the random
+// direction (relative to Σ |g ⊙ v|).
+static double fd_check(const Case *c, Ref *R, int i, Rng *rng, double *dir_err) {
+    size_t n = c->n_in[i];
+    const float *g = c->din[i];
+    double *rms = row_stats(c->in[i], n, c->step_row[i], 1), *gmax = row_stats(g, n, c->err_row[i], 0);
+    double worst = 0, noise, all = 0;
+    for (size_t k = 0; k < n; k++) all = fmax(all, gmax[k]);
+    for (size_t k = 0; k < n; k++) gmax[k] = fmax(gmax[k], FD_ROW_FLOOR * all);
+    size_t samples = n <= FD_ALL ? n : FD_SAMPLES;
+    for (size_t s = 0; s < samples; s++) {
+        size_t k = samples == n ? s : s == 0 ? 0 : s == 1 ? n - 1 : (size_t)rng_below(rng, n);
+        double h = FD_REL * (rms[k] > 0 ? rms[k] : 1);
+        double fd = central_diff(c, R, i, k, h, NULL, &noise) / h;
+        double den = fmax(fmax(gmax[k], fabs(fd)), 1e-300);
+        double e = fmax(fabs(g[k] - fd) - noise / h, 0) / den;
+        if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+    }
+    double *v = dnew(n), dot = 0, mag = 0;
+    for (size_t k = 0; k < n; k++) {
+        v[k] = FD_REL * (rms[k] > 0 ? rms[k] : 1) * rng_normal(rng);
+        dot += g[k] * v[k], mag += fabs(g[k] * v[k]);
+    }
+    double fd = central_diff(c, R, i, 0, 0, v, &noise);
+    double e = fmax(fabs(dot - fd) - noise, 0) / fmax(mag, 1e-300);
+    *dir_err = isnan(e) ? INFINITY : e;
+    free(v), free(rms), free(gmax);
+    return worst;
+}
+
+static void prefill_grads(Case *c) { // overwritten gradients NaN (must be written), accumulated ones 0
+    for (int i = 0; i < MAX_IN; i++)
+        if (c->din[i]) fill_value(c->din[i], c->n_in[i], c->op->grad[i] == GRAD_SET ? NAN : 0.0f);
+}
+
+static uint64_t case_seed(const TestCase *tc) { // from the case itself: adding a case changes no other
+    uint64_t h = 1469598103934665603ull;
+    for (const char *s = tc->op->name; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (int j = 0; j < MAX_P; j++) h = (h ^ (uint64_t)tc->p[j]) * 1099511628211ull;
+    return (h ^ (uint64_t)tc->kind) * 1099511628211ull;
+}
+
+static void case_name(char *buf, size_t cap, const Backend *be, const TestCase *tc) {
+    int used = snprintf(buf, cap, "%s %s", be->name, tc->op->name);
+    const char *pn = tc->op->pnames;
+    for (int j = 0; j < MAX_P && *pn && used < (int)cap; j++) {
+        size_t len = strcspn(pn, " ");
+        used += snprintf(buf + used, cap - used, " %.*s%d", (int)len, pn, tc->p[j]);
+        pn += len + (pn[len] == ' ');
+    }
+    if (tc->op->kinds[tc->kind] && used < (int)cap) snprintf(buf + used, cap - used, " %s", tc->op->kinds[tc->kind]);
+}
+
+static void run_case(Backend *be, const TestCase *tc, const char *name) {
+    const Op *op = tc->op;
+    Case c = {.op = op, .kind = tc->kind};
+    memcpy(c.p, tc->p, sizeof c.p);
+    op->shape(&c);
+    Ref R;
+    memset(&R, 0, sizeof R);
+    float *out1[MAX_OUT] = {0}, *din1[MAX_IN] = {0};
+    for (int i = 0; i < MAX_IN; i++) {
+        if (!c.n_in[i]) continue;
+        c.in[i] = fnew(c.n_in[i]);
+        if (op->backward && op->grad[i]) c.din[i] = fnew(c.n_in[i]), din1[i] = fnew(c.n_in[i]);
+    }
+    for (int j = 0; j < MAX_OUT; j++) {
+        if (!c.n_out[j]) continue;
+        c.out[j] = fnew(c.n_out[j]), out1[j] = fnew(c.n_out[j]);
+        R.plus[j] = dnew(c.n_out[j]), R.minus[j] = dnew(c.n_out[j]);
+        if (op->backward && op->dout[j]) c.dout[j] = fnew(c.n_out[j]);
+    }
+    c.ids = calloc(c.n_ids ? c.n_ids : 1, sizeof(int));
+    Rng rng;
+    rng_seed(&rng, case_seed(tc));
+    if (op->init) op->init(&c, &rng);
+    for (int i = 0; i < MAX_IN; i++)
+        if (c.in[i]) {
+            R.in[i] = dnew(c.n_in[i]);
+            for (size_t e = 0; e < c.n_in[i]; e++) R.in[i][e] = c.in[i][e];
+        }
+    const double tol = tc->tol + (op->tol_data ? op->tol_data(&c) : 0);
+    char line[400];
+
+    // forward: every output written (NaN before), against the reference
+    for (int j = 0; j < MAX_OUT; j++)
+        if (c.out[j]) fill_value(c.out[j], c.n_out[j], NAN);
+    op->forward(be, &c);
+    op->reference(&c, R.in, R.plus);
+    double ef = 0;
+    for (int j = 0; j < MAX_OUT; j++)
+        if (c.out[j]) {
+            ef = fmax(ef, row_err(c.out[j], R.plus[j], c.n_out[j], c.err_row_out[j]));
+            memcpy(out1[j], c.out[j], c.n_out[j] * sizeof(float));
+        }
+    snprintf(line, sizeof line, "%s forward (err %.2e, tol %.1e)", name, ef, tol);
+    CHECK(ef <= tol, line, "above the tolerance: %s", tc->why);
+
+    // backward: from the projection loss's r, against central differences
+    if (op->backward) {
+        for (int j = 0; j < MAX_OUT; j++)
+            if (c.dout[j]) {
+                if (op->dout[j] == DOUT_SCALE) fill_value(c.dout[j], c.n_out[j], 1.0f / (float)c.n_out[j]);
+                else fill_normal(c.dout[j], c.n_out[j], 1, &rng);
+            }
+        prefill_grads(&c);
+        op->backward(be, &c);
+        double eb = 0, worst_coord[MAX_IN] = {0}, worst_dir[MAX_IN] = {0};
+        for (int i = 0; i < MAX_IN; i++)
+            if (c.din[i]) {
+                memcpy(din1[i], c.din[i], c.n_in[i] * sizeof(float));
+                worst_coord[i] = fd_check(&c, &R, i, &rng, &worst_dir[i]);
+                eb = fmax(eb, fmax(worst_coord[i], worst_dir[i]));
+            }
+        snprintf(line, sizeof line, "%s backward vs finite differences (err %.2e, tol %.1e)", name, eb, tol);
+        CHECK(eb <= tol, line, "per input (coordinates, direction): %.2e %.2e | %.2e %.2e | %.2e %.2e; %s",
+              worst_coord[0], worst_dir[0], worst_coord[1], worst_dir[1], worst_coord[2], worst_dir[2], tc->why);
+    }
+
+    // deterministic: the same inputs give the same bits
+    int same = 1;
+    for (int j = 0; j < MAX_OUT; j++)
+        if (c.out[j]) fill_value(c.out[j], c.n_out[j], NAN);
+    op->forward(be, &c);
+    for (int j = 0; j < MAX_OUT; j++) same &= !c.out[j] || same_bits(c.out[j], out1[j], c.n_out[j]);
+    if (op->backward) {
+        prefill_grads(&c);
+        op->backward(be, &c);
+        for (int i = 0; i < MAX_IN; i++) same &= !c.din[i] || same_bits(c.din[i], din1[i], c.n_in[i]);
+    }
+    snprintf(line, sizeof line, "%s deterministic", name);
+    CHECK(same, line, "a second run gives different bits");
+
+    // accumulates: run again over the first result; an accumulated gradient
+    // doubles (to rounding), an overwritten one is the same bits
+    int any_acc = 0;
+    for (int i = 0; i < MAX_IN; i++) any_acc |= c.din[i] && op->grad[i] == GRAD_ACC;
+    if (any_acc) {
+        double ea = 0;
+        int set_same = 1;
+        for (int i = 0; i < MAX_IN; i++)
+            if (c.din[i] && op->grad[i] == GRAD_SET) fill_value(c.din[i], c.n_in[i], NAN);
+        op->backward(be, &c);
+        for (int i = 0; i < MAX_IN; i++) {
+            if (!c.din[i]) continue;
+            if (op->grad[i] == GRAD_SET) {
+                set_same &= same_bits(c.din[i], din1[i], c.n_in[i]);
+                continue;
+            }
+            double *twice = dnew(c.n_in[i]);
+            for (size_t e = 0; e < c.n_in[i]; e++) twice[e] = 2.0 * din1[i][e];
+            ea = fmax(ea, row_err(c.din[i], twice, c.n_in[i], c.err_row[i]));
+            free(twice);
+        }
+        snprintf(line, sizeof line, "%s backward accumulates (err vs 2x %.2e, tol %.1e)", name, ea, tol);
+        CHECK(ea <= tol && set_same, line, "accumulated gradients off, or overwritten ones differ: %d",
+              !set_same);
+    }
+
+    for (int i = 0; i < MAX_IN; i++) free(c.in[i]), free(c.din[i]), free(din1[i]), free(R.in[i]);
+    for (int j = 0; j < MAX_OUT; j++)
+        free(c.out[j]), free(c.dout[j]), free(out1[j]), free(R.plus[j]), free(R.minus[j]);
+    free(c.ids);
+}
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL;
+    for (size_t b = 0; b < sizeof BACKENDS / sizeof BACKENDS[0]; b++) {
+        Backend be = {.name = BACKENDS[b].name};
+        if (BACKENDS[b].open(&be)) {
+            CHECK(0, be.name, "backend failed to open: %s", mhar_error());
+            continue;
+        }
+        for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+            char name[160];
+            case_name(name, sizeof name, &be, &CASES[i]);
+            if (!only || strstr(name, only)) run_case(&be, &CASES[i], name);
+        }
+        BACKENDS[b].close(&be);
+    }
+    CHECK_EXIT();
+}

@@ -1,0 +1,283 @@
+// Conformance of every registered residual scheme: the test walks the
+// registry (residual_count / residual_at) and names no scheme, so a new
+// scheme is tested by registering it. On a tiny model (d 16, 3 layers,
+// vocab 32, B 2, T 6; H and N from the scheme's default_heads and
+// needs_blocks), with every parameter moved off its initial value (the
+// zero-initialised routing queries and delta_mh tensors included, so no
+// gradient is trivially 0):
+//   (a) gradients: every parameter tensor's gradient against central
+//       differences of the loss, on sampled coordinates and along the
+//       gradient's own direction;
+//   (b) causality: changing token t of one sequence changes no logit before
+//       t and nothing in the other sequence, bit for bit, and does change
+//       the logits at t;
+//   (c) decoding: model_decode_step over the sequence gives the full
+//       forward pass's logits.
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/model.h"
+#include "residual/residual.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum { B = 2, T = 6, V = 32 };
+
+static int tiny_config(const ResidualScheme *s, Config *c) {
+    if (config_preset("nano", c)) return MHAR_ERR;
+    c->vocab_size = V;
+    c->hidden_size = 16;
+    c->num_hidden_layers = 3;  // with N = 2 blocks: one of 2 layers and a shorter one
+    c->num_attention_heads = 2;
+    c->num_key_value_heads = 1;
+    c->head_dim = 8;
+    c->intermediate_size = 32;
+    c->max_position_embeddings = 16;
+    snprintf(c->attnres_mode, sizeof c->attnres_mode, "%s", s->name);
+    c->attnres_num_heads = s->default_heads;
+    c->attnres_num_blocks = s->needs_blocks ? 2 : 0;
+    return MHAR_OK;
+}
+
+// Weights of a trained-looking scale: matrices N(0, 0.2²) (the init's 0.02
+// makes a tiny model almost linear, its deep gradients ~0), norms 1 ± 0.2,
+// zero-initialised tensors N(0, 0.25²), scheme-initialised ones ± 0.1.
+static void perturb(Model *m, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    model_init_weights(m, seed);
+    for (int i = 0; i < m->table.n; i++) {
+        const ParamInfo *p = &m->table.p[i];
+        float *w = m->params + p->offset;
+        for (size_t j = 0; j < p->numel; j++) {
+            const float z = rng_normal(&rng);
+            if (p->init == INIT_NORMAL) w[j] *= 10;
+            else if (p->init == INIT_ONES) w[j] = 1 + 0.2f * z;
+            else if (p->init == INIT_ZEROS) w[j] = 0.25f * z;
+            else w[j] += 0.1f * z;
+        }
+    }
+}
+
+static int make_model(Model *m, const ResidualScheme *s, int b, int t) {
+    Config c;
+    if (tiny_config(s, &c) || model_create(m, &c)) return MHAR_ERR;
+    perturb(m, 11);
+    return model_alloc_acts(m, b, t);
+}
+
+static void tokens(int *tok, int *tgt, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (int i = 0; i < B * T; i++) tok[i] = (int)rng_below(&rng, V), tgt[i] = (int)rng_below(&rng, V);
+}
+
+// ---- (a) gradients by finite differences -------------------------------------
+
+// The model computes in fp32: the loss carries rounding noise of about
+// FLT_EPSILON·|L| (measured 2e-8 .. 6e-7 at L ≈ 4), which a difference
+// divides by its step; and a wide step meets the model's curvature (with
+// H = 1 routing, moving one coordinate of a norm weight by 0.1 doubled its
+// difference quotient). So each difference is a 4th-order central one,
+// taken at steps h and h/2: their gap estimates the truncation error of
+// the second (gap/15 for a 4th-order stencil), and twice that estimate plus
+// NOISE·FLT_EPSILON·|L| / (h/2) is the slack: what the differences cannot
+// resolve, added to the tolerance.
+// - One coordinate moves by COORD_STEP of its tensor's RMS and passes when
+//   |g − fd| <= COORD_REL·|fd| + slack.
+// - Along the tensor's own gradient direction u = g / |g| (a random unit
+//   direction where g = 0, whose derivative must then be 0), no coordinate
+//   moving by more than DIR_STEP of the RMS, the signal is the whole
+//   gradient norm: |fd − |g|| <= DIR_REL·|g| + slack. Checked to fail when
+//   one scheme gradient is scaled by 1.01 (mhar's site query, denseformer's
+//   α, hc's β, delta_mh's α: 2.3× to 7.6× the tolerance), while the correct
+//   code stays below 0.6× of it over seven seeds.
+#define COORD_STEP 3e-2
+#define COORD_SAMPLES 6
+#define COORD_REL 1e-2
+#define DIR_STEP 1e-2
+#define DIR_REL 1e-3
+#define NOISE 1
+
+static const int *g_tok, *g_tgt;
+
+// The mean loss summed in double from the per-token fp32 losses: model_forward
+// returns it rounded to fp32, whose half-ulp (1.2e-7 at L ≈ 3.5) would be
+// the largest part of the noise.
+static double loss_at(Model *m) {
+    model_forward(m, g_tok, g_tgt);
+    double sum = 0;
+    for (int i = 0; i < B * T; i++) sum += m->losses[i];
+    return sum / (B * T);
+}
+
+// d/dε L(p + ε·u) at ε = 0 for the parameters p[0..n) moved along u (u =
+// NULL: only p[k], by 1), 4th-order central differences with step h.
+static double stencil(Model *m, float *p, size_t n, size_t k, const double *u, double h) {
+    float *keep = malloc(n * sizeof(float));
+    memcpy(keep, p, n * sizeof(float));
+    static const double off[4] = {1, -1, 2, -2};
+    double L[4];
+    for (int s = 0; s < 4; s++) {
+        if (u) for (size_t i = 0; i < n; i++) p[i] = (float)(keep[i] + off[s] * h * u[i]);
+        else p[k] = (float)(keep[k] + off[s] * h);
+        L[s] = loss_at(m);
+    }
+    memcpy(p, keep, n * sizeof(float));
+    free(keep);
+    return (8 * (L[0] - L[1]) - (L[2] - L[3])) / (12 * h);
+}
+
+// The derivative at step h/2, and in *slack what it cannot resolve: twice
+// its estimated truncation error plus the loss noise over the step.
+static double derivative(Model *m, float *p, size_t n, size_t k, const double *u, double h, double noise,
+                         double *slack) {
+    const double wide = stencil(m, p, n, k, u, h), fine = stencil(m, p, n, k, u, h / 2);
+    *slack = 2 * fabs(wide - fine) / 15 + noise / (h / 2);
+    return fine;
+}
+
+static void test_gradients(const ResidualScheme *s) {
+    Model m;
+    char name[240];
+    if (make_model(&m, s, B, T)) {
+        snprintf(name, sizeof name, "scheme %s gradients", s->name);
+        CHECK(0, name, "model: %s", mhar_error());
+        return;
+    }
+    int tok[B * T], tgt[B * T];
+    tokens(tok, tgt, 5);
+    g_tok = tok, g_tgt = tgt;
+    model_zero_grad(&m);
+    const double L0 = model_forward(&m, tok, tgt);
+    model_backward(&m, 1.0f);
+    float *grad = malloc(m.table.total * sizeof(float));
+    memcpy(grad, m.grads, m.table.total * sizeof(float));
+    const double noise = NOISE * FLT_EPSILON * fabs(L0);
+
+    Rng rng;
+    rng_seed(&rng, 99);
+    double worst_c = 0, worst_d = 0;
+    char at_c[200] = "-", at_d[200] = "-";
+    int zero = 0;
+    for (int t = 0; t < m.table.n; t++) {
+        const ParamInfo *p = &m.table.p[t];
+        float *w = m.params + p->offset;
+        const float *g = grad + p->offset;
+        double rms = 0, gnorm = 0;
+        for (size_t i = 0; i < p->numel; i++) rms += (double)w[i] * w[i], gnorm += (double)g[i] * g[i];
+        rms = rms > 0 ? sqrt(rms / p->numel) : 1, gnorm = sqrt(gnorm);
+
+        const double hc = COORD_STEP * rms;
+        size_t ns = p->numel < COORD_SAMPLES ? p->numel : COORD_SAMPLES;
+        for (size_t j = 0; j < ns; j++) {
+            size_t k = ns == p->numel ? j : j == 0 ? 0 : (size_t)rng_below(&rng, p->numel);
+            double slack, fd = derivative(&m, w, p->numel, k, NULL, hc, noise, &slack);
+            double r = fabs(g[k] - fd) / (COORD_REL * fabs(fd) + slack);
+            if (r > worst_c || isnan(r)) {
+                worst_c = isnan(r) ? INFINITY : r;
+                snprintf(at_c, sizeof at_c, "%s[%zu]: grad %.6g, differences %.6g", p->name, k, g[k], fd);
+            }
+        }
+
+        double *u = malloc(p->numel * sizeof(double)), umax = 0;
+        for (size_t i = 0; i < p->numel; i++) u[i] = gnorm > 0 ? g[i] / gnorm : rng_normal(&rng);
+        if (gnorm == 0) {
+            zero++;
+            double un = 0;
+            for (size_t i = 0; i < p->numel; i++) un += u[i] * u[i];
+            for (size_t i = 0; i < p->numel; i++) u[i] /= sqrt(un);
+        }
+        for (size_t i = 0; i < p->numel; i++) umax = fmax(umax, fabs(u[i]));
+        const double hd = DIR_STEP * rms / umax;
+        double slack, fd = derivative(&m, w, p->numel, 0, u, hd, noise, &slack);
+        double r = fabs(fd - gnorm) / (DIR_REL * gnorm + slack);
+        if (r > worst_d || isnan(r)) {
+            worst_d = isnan(r) ? INFINITY : r;
+            snprintf(at_d, sizeof at_d, "%s: |grad| %.6g, differences %.6g", p->name, gnorm, fd);
+        }
+        free(u);
+    }
+    snprintf(name, sizeof name, "scheme %s: gradients vs finite differences, %d coordinates of each of %d "
+             "tensors (worst %.2f of tol)", s->name, COORD_SAMPLES, m.table.n, worst_c);
+    CHECK(worst_c <= 1, name, "at %s (tol %.0e·|fd| + what the differences resolve)", at_c, COORD_REL);
+    snprintf(name, sizeof name, "scheme %s: gradients vs finite differences along each tensor's gradient, "
+             "%d of them zero (worst %.2f of tol)", s->name, zero, worst_d);
+    CHECK(worst_d <= 1, name, "at %s (tol %.0e relative + what the differences resolve)", at_d, DIR_REL);
+    free(grad);
+    model_free(&m);
+}
+
+// ---- (b) causality, (c) decoding -----------------------------------------------
+
+static void test_causal_decode(const ResidualScheme *s) {
+    Model m, dec;
+    char name[160];
+    if (make_model(&m, s, B, T) || make_model(&dec, s, 1, 1)) {
+        snprintf(name, sizeof name, "scheme %s causal", s->name);
+        CHECK(0, name, "model: %s", mhar_error());
+        return;
+    }
+    const size_t row = V * sizeof(float);
+    int tok[B * T], tgt[B * T], tok2[B * T];
+    tokens(tok, tgt, 7);
+    float *a = malloc(B * T * row);
+    model_forward(&m, tok, NULL);
+    memcpy(a, m.logits, B * T * row);
+
+    // Change token t of sequence 0, for every t: same shapes, deterministic
+    // kernels, so the logits that must not see it are bit-identical.
+    int leaks = 0, crosses = 0, blind = 0;
+    for (int t = 0; t < T; t++) {
+        memcpy(tok2, tok, sizeof tok);
+        tok2[t] = (tok[t] + 5) % V;
+        model_forward(&m, tok2, NULL);
+        leaks += memcmp(a, m.logits, t * row) != 0;
+        blind += memcmp(a + t * V, m.logits + t * V, row) == 0;
+        crosses += memcmp(a + T * V, m.logits + T * V, T * row) != 0;
+    }
+    snprintf(name, sizeof name, "scheme %s causal: a token changes no earlier logit, bit for bit", s->name);
+    CHECK(leaks == 0 && blind == 0, name, "%d of %d changed tokens leaked backwards, %d left their own logits unchanged",
+          leaks, T, blind);
+    snprintf(name, sizeof name, "scheme %s: a token changes nothing in another sequence of the batch", s->name);
+    CHECK(crosses == 0, name, "%d of %d changed tokens changed the other sequence's logits", crosses, T);
+
+    // The decoder sums the same products in another order (its own
+    // attention loop, one token at a time): fp32 rounding, 1e-5 relative.
+    KVCache kv;
+    double worst = 0;
+    if (kvcache_init(&kv, &dec, T) == MHAR_OK) {
+        for (int t = 0; t < T; t++) {
+            const float *lg = model_decode_step(&dec, &kv, tok[t], t);
+            double ref[V];
+            for (int v = 0; v < V; v++) ref[v] = a[t * V + v];
+            worst = fmax(worst, rel_err(lg, ref, V));
+        }
+        kvcache_free(&kv);
+    } else worst = INFINITY;
+    snprintf(name, sizeof name, "scheme %s: KV-cache decoding matches the full forward (err %.2e, tol 1e-5)",
+             s->name, worst);
+    CHECK(worst < 1e-5, name, "worst rel err %.3g over %d positions", worst, T);
+    free(a);
+    model_free(&m);
+    model_free(&dec);
+}
+
+int main(void) {
+#ifdef _OPENMP
+    // A tiny model runs thousands of forward passes here: one thread, as
+    // OpenMP's fork-join per op would cost ~10× the arithmetic.
+    omp_set_num_threads(1);
+#endif
+    CHECK(residual_count() > 0, "schemes: the registry is not empty", "residual_count() = %d", residual_count());
+    for (int i = 0; i < residual_count(); i++) {
+        const ResidualScheme *s = residual_at(i);
+        test_gradients(s);
+        test_causal_decode(s);
+    }
+    CHECK_EXIT();
+}
