@@ -9,6 +9,8 @@ set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
 export MHAR_BIN=${MHAR_BIN:-$PWD/mhar}
+# The Python references run in the project's .venv (./setup.sh --test makes it).
+if [ -x .venv/bin/python3 ]; then export PATH="$PWD/.venv/bin:$PATH"; fi
 passed=0; failed=0
 log=$(mktemp -d)
 run_one() {
