@@ -16,11 +16,8 @@
 #include "residual/residual.h"
 #include "stats.h"
 #include "util/common.h"
-
-static const char *jstr(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
+#include "util/json.h"
+#include "util/median.h"
 
 // ---- order of the tables
 
@@ -97,13 +94,13 @@ static int list_dir(const char *dir, const char *sweep, char ***names, int *n_ou
 
 // run.json's data hashes and starts (commits, dirty flag).
 static void read_provenance(ReportRun *r, const cJSON *rec) {
-    snprintf(r->train_sha, sizeof r->train_sha, "%s", jstr(rec, "train_sha256"));
-    snprintf(r->val_sha, sizeof r->val_sha, "%s", jstr(rec, "val_sha256"));
-    snprintf(r->manifest_sha, sizeof r->manifest_sha, "%s", jstr(rec, "manifest_sha256"));
+    snprintf(r->train_sha, sizeof r->train_sha, "%s", json_string_or(rec, "train_sha256", ""));
+    snprintf(r->val_sha, sizeof r->val_sha, "%s", json_string_or(rec, "val_sha256", ""));
+    snprintf(r->manifest_sha, sizeof r->manifest_sha, "%s", json_string_or(rec, "manifest_sha256", ""));
     const cJSON *starts = cJSON_GetObjectItemCaseSensitive(rec, "starts"), *s;
     cJSON_ArrayForEach(s, starts) {
         r->n_starts++;
-        const char *c = jstr(s, "commit");
+        const char *c = json_string_or(s, "commit", "");
         int seen = 0;
         for (int q = 0; q < r->n_commits; q++) seen |= !strncmp(r->commits[q], c, 40);
         if (!seen && r->n_commits < 4) snprintf(r->commits[r->n_commits++], 48, "%.40s", c);

@@ -8,21 +8,8 @@
 #include "report.h"
 #include "stats.h"
 #include "util/common.h"
-
-static const char *jstr(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static double jnum(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "util/json.h"
+#include "util/median.h"
 
 // "3.1234 ± 0.0012" / "3.1234 (one seed)" / "-"
 static const char *fmt_ms(char *buf, size_t cap, double m, double sd, int n) {
@@ -70,9 +57,9 @@ static void md_title(FILE *md, const Report *rep, int n_done) {
     const cJSON *grid = rep->sweep ? cJSON_GetObjectItemCaseSensitive(rep->sweep, "grid") : NULL, *gr;
     fprintf(md, "# Sweep report: `%s`\n\n", rep->dir);
     if (grid && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(grid, "name")))
-        fprintf(md, "Sweep **%s**. ", jstr(grid, "name"));
+        fprintf(md, "Sweep **%s**. ", json_string_or(grid, "name", ""));
     int n = rep->n_runs, n_unstarted = 0;
-    cJSON_ArrayForEach(gr, grid_runs(rep)) n_unstarted += !has_run(rep, jstr(gr, "name"));
+    cJSON_ArrayForEach(gr, grid_runs(rep)) n_unstarted += !has_run(rep, json_string_or(gr, "name", ""));
     fprintf(md, "%d runs, %d finished%s", n + n_unstarted, n_done,
             n_done < n + n_unstarted ? " (unfinished runs are listed at the end and left out of every statistic)" : "");
     fprintf(md, ". Written by `mhar report`; lower loss is better.\n\n");
@@ -126,7 +113,7 @@ static void md_data(FILE *md, const Report *rep) {
             r0->train_sha[0] ? " (sha256 " : "", r0->train_sha, r0->train_sha[0] ? "…)" : "",
             r->val[0] ? r->val : "(built-in synthetic)", r0->val_sha[0] ? " (sha256 " : "", r0->val_sha,
             r0->val_sha[0] ? "…)" : "");
-    const char *mpath = rep->sweep ? jstr(rep->sweep, "manifest") : "";
+    const char *mpath = rep->sweep ? json_string_or(rep->sweep, "manifest", "") : "";
     if (mpath[0]) fprintf(md, "- corpus manifest: `%s`%s%s\n", mpath, r0->manifest_sha[0] ? " sha256 " : "", r0->manifest_sha);
     else if (r0->manifest_sha[0]) fprintf(md, "- corpus manifest: sha256 %s\n", r0->manifest_sha);
     else fprintf(md, "- corpus manifest: none recorded\n");
@@ -175,8 +162,7 @@ static void md_metric(FILE *md, const Report *rep) {
             lo = fmin(lo, s), hi = fmax(hi, s);
         }
     if (ns) {
-        qsort(sl, ns, sizeof *sl, cmp_double);
-        const double med = ns % 2 ? sl[ns / 2] : 0.5 * (sl[ns / 2 - 1] + sl[ns / 2]);
+        const double med = median(sl, ns);
         fprintf(md, "- flatness: inside the metric's window the validation loss still changes by %+.3f nats "
                     "per 1000 steps (median over %d finished runs; range %+.3f to %+.3f); per run in the "
                     "last table\n", med, ns, lo, hi);
@@ -356,11 +342,11 @@ static void md_probes(FILE *md, const Report *rep) {
     for (int i = 0; i < rep->n_runs; i++) {
         const cJSON *p = rep->runs[i].probe;
         if (!p) continue;
-        int width = !strcmp(jstr(p, "probe"), "width_disagreement");
+        int width = !strcmp(json_string_or(p, "probe", ""), "width_disagreement");
         fprintf(md, "| %s | %s | %s %.0f | %.0f | %.4g | %.4g | %.4g |\n", rep->runs[i].r.name,
                 width ? "width disagreement" : "head deviation", width ? "S" : "H",
-                width ? jnum(p, "slices") : jnum(p, "heads"), jnum(p, "tokens"), jnum(p, "trained"),
-                jnum(p, "null"), jnum(p, "excess"));
+                width ? json_number_or(p, "slices", NAN) : json_number_or(p, "heads", NAN), json_number_or(p, "tokens", NAN), json_number_or(p, "trained", NAN),
+                json_number_or(p, "null", NAN), json_number_or(p, "excess", NAN));
     }
     // over seeds, per method: a probe figure varies with the seed as the loss does
     fprintf(md, "\nOver seeds (mean ± sample sd):\n\n| preset | method | n | trained | null | excess |\n"
@@ -371,7 +357,7 @@ static void md_probes(FILE *md, const Report *rep) {
         for (int i = 0; i < rep->n_runs && m < 256; i++) {
             const cJSON *p = rep->runs[i].probe;
             if (!p || !report_in_group(&rep->groups[k], &rep->runs[i].r)) continue;
-            tr[m] = jnum(p, "trained"); nl[m] = jnum(p, "null"); ex[m] = jnum(p, "excess");
+            tr[m] = json_number_or(p, "trained", NAN); nl[m] = json_number_or(p, "null", NAN); ex[m] = json_number_or(p, "excess", NAN);
             m++;
         }
         if (!m) continue;
@@ -406,9 +392,9 @@ static void md_runs(FILE *md, const Report *rep) {
     }
     const cJSON *gr;
     cJSON_ArrayForEach(gr, grid_runs(rep))
-        if (!has_run(rep, jstr(gr, "name")))
-            fprintf(md, "| %s | - | not started | 0/%.0f | 0 | - | - | - | - | - | 0 |\n", jstr(gr, "name"),
-                    jnum(gr, "steps"));
+        if (!has_run(rep, json_string_or(gr, "name", "")))
+            fprintf(md, "| %s | - | not started | 0/%.0f | 0 | - | - | - | - | - | 0 |\n", json_string_or(gr, "name", ""),
+                    json_number_or(gr, "steps", NAN));
     fprintf(md, "\n");
 }
 
