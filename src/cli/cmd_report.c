@@ -116,13 +116,13 @@ static int residual_rank(const char *residual) {
 // Runs in the order of the tables: preset, lr, scheme, H, blocks, seed.
 static int cmp_run(const void *pa, const void *pb) {
     const SweepRun *a = &((const Run *)pa)->r, *b = &((const Run *)pb)->r;
-    int c = preset_cmp(a->preset, b->preset);
+    int c = preset_cmp(a->opt.preset, b->opt.preset);
     if (c) return c;
-    if (a->lr != b->lr) return a->lr < b->lr ? -1 : 1;
-    if ((c = residual_rank(a->residual) - residual_rank(b->residual))) return c;
-    if (a->heads != b->heads) return a->heads - b->heads;
-    if (a->blocks != b->blocks) return a->blocks - b->blocks;
-    return (a->seed > b->seed) - (a->seed < b->seed);
+    if (a->opt.lr != b->opt.lr) return a->opt.lr < b->opt.lr ? -1 : 1;
+    if ((c = residual_rank(a->opt.residual) - residual_rank(b->opt.residual))) return c;
+    if (a->opt.heads != b->opt.heads) return a->opt.heads - b->opt.heads;
+    if (a->opt.blocks != b->opt.blocks) return a->opt.blocks - b->opt.blocks;
+    return (a->opt.seed > b->opt.seed) - (a->opt.seed < b->opt.seed);
 }
 
 static int cmp_name(const void *a, const void *b) {
@@ -213,12 +213,12 @@ static int load_runs(const char *dir, Run **out, int *n_out) {
 }
 
 static int same_group(const Group *g, const SweepRun *r) {
-    return !strcmp(g->preset, r->preset) && !strcmp(g->method, r->method) && g->lr == r->lr;
+    return !strcmp(g->preset, r->opt.preset) && !strcmp(g->method, r->method) && g->lr == r->opt.lr;
 }
 
 static int cmp_u64_idx(const void *a, const void *b, void *runs) {
     const Run *ra = &((const Run *)runs)[*(const int *)a], *rb = &((const Run *)runs)[*(const int *)b];
-    return (ra->r.seed > rb->r.seed) - (ra->r.seed < rb->r.seed);
+    return (ra->r.opt.seed > rb->r.opt.seed) - (ra->r.opt.seed < rb->r.opt.seed);
 }
 
 static int build_groups(Run *runs, int n, Group **out, int *n_out) {
@@ -231,12 +231,12 @@ static int build_groups(Run *runs, int n, Group **out, int *n_out) {
         Group *g = &gs[k];
         if (k == ng) {
             ng++;
-            snprintf(g->preset, sizeof g->preset, "%s", runs[i].r.preset);
+            snprintf(g->preset, sizeof g->preset, "%s", runs[i].r.opt.preset);
             snprintf(g->method, sizeof g->method, "%s", runs[i].r.method);
-            snprintf(g->residual, sizeof g->residual, "%s", runs[i].r.residual);
-            g->heads = runs[i].r.heads;
-            g->blocks = runs[i].r.blocks;
-            g->lr = runs[i].r.lr;
+            snprintf(g->residual, sizeof g->residual, "%s", runs[i].r.opt.residual);
+            g->heads = runs[i].r.opt.heads;
+            g->blocks = runs[i].r.opt.blocks;
+            g->lr = runs[i].r.opt.lr;
             g->idx = calloc(n, sizeof(int));
             g->vals = calloc(n, sizeof(double));
             g->seeds = calloc(n, sizeof(uint64_t));
@@ -252,7 +252,7 @@ static int build_groups(Run *runs, int n, Group **out, int *n_out) {
         for (int i = 0; i < g->n; i++) {
             const Run *r = &runs[g->idx[i]];
             g->vals[i] = r->tail;
-            g->seeds[i] = r->r.seed;
+            g->seeds[i] = r->r.opt.seed;
             if (r->tail_used < g->min_used) g->min_used = r->tail_used;
         }
         g->mean = stats_mean(g->vals, g->n);
@@ -640,7 +640,7 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
     int n_done = 0, multi_lr = 0, few_evals = 0;
     for (int i = 0; i < n; i++) {
         n_done += runs[i].done;
-        multi_lr |= runs[i].r.lr != runs[0].r.lr;
+        multi_lr |= runs[i].r.opt.lr != runs[0].r.opt.lr;
         few_evals |= runs[i].done && runs[i].tail_used < STATS_TAIL_EVALS;
     }
 
@@ -665,34 +665,34 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
     int n_seen = 0;
     for (int i = 0; i < n && n_seen < 16; i++) {
         int dup = 0;
-        for (int k = 0; k < n_seen; k++) dup |= !strcmp(seen[k], runs[i].r.preset);
-        if (!dup) { seen[n_seen++] = runs[i].r.preset; describe_preset(md, runs[i].r.preset); }
+        for (int k = 0; k < n_seen; k++) dup |= !strcmp(seen[k], runs[i].r.opt.preset);
+        if (!dup) { seen[n_seen++] = runs[i].r.opt.preset; describe_preset(md, runs[i].r.opt.preset); }
     }
     if (n) {
         const SweepRun *r = &runs[0].r;
         fprintf(md, "- recipe (SPEC §4, scaled down): %ld steps of %d × %d tokens (gradient accumulation %d); AdamW "
                     "β (0.9, 0.95), eps 1e-8, weight decay 0.1 on every parameter, clip 1.0; peak lr ",
-                r->steps, r->batch, r->seq, r->accum);
+                r->opt.steps, r->opt.batch, r->opt.seq, r->opt.accum);
         for (int i = 0, first = 1; i < ng; i++) {
             int dup = 0;
             for (int k = 0; k < i; k++) dup |= gs[k].lr == gs[i].lr;
             if (!dup) { fprintf(md, "%s%g", first ? "" : ", ", gs[i].lr); first = 0; }
         }
         fprintf(md, ", %ld warm-up steps then cosine to 0.1× peak; validation every %d steps on %d batches "
-                    "(%ld tokens)\n", r->warmup, r->eval_every, r->eval_batches,
-                (long)r->eval_batches * r->batch * r->seq);
+                    "(%ld tokens)\n", r->opt.warmup, r->opt.eval_every, r->opt.eval_batches,
+                (long)r->opt.eval_batches * r->opt.batch * r->opt.seq);
         for (int i = 1; i < n; i++) {
             const SweepRun *q = &runs[i].r;
-            if (q->steps != r->steps || q->batch != r->batch || q->seq != r->seq || q->accum != r->accum ||
-                q->warmup != r->warmup || q->eval_every != r->eval_every || q->eval_batches != r->eval_batches) {
+            if (q->opt.steps != r->opt.steps || q->opt.batch != r->opt.batch || q->opt.seq != r->opt.seq || q->opt.accum != r->opt.accum ||
+                q->opt.warmup != r->opt.warmup || q->opt.eval_every != r->opt.eval_every || q->opt.eval_batches != r->opt.eval_batches) {
                 fprintf(md, "- **note**: the runs do not all share this recipe (e.g. %s); see the run table\n",
                         q->name);
                 break;
             }
         }
-        fprintf(md, "- data: train `%s`%s%.16s%s, validation `%s`%s%.16s%s\n", r->train[0] ? r->train : "(built-in synthetic)",
+        fprintf(md, "- data: train `%s`%s%.16s%s, validation `%s`%s%.16s%s\n", r->opt.train[0] ? r->opt.train : "(built-in synthetic)",
                 runs[0].train_sha[0] ? " (sha256 " : "", runs[0].train_sha, runs[0].train_sha[0] ? "…)" : "",
-                r->val[0] ? r->val : "(built-in synthetic)", runs[0].val_sha[0] ? " (sha256 " : "", runs[0].val_sha,
+                r->opt.val[0] ? r->opt.val : "(built-in synthetic)", runs[0].val_sha[0] ? " (sha256 " : "", runs[0].val_sha,
                 runs[0].val_sha[0] ? "…)" : "");
         const char *mpath = sweep ? jstr(sweep, "manifest") : "";
         if (mpath[0]) fprintf(md, "- corpus manifest: `%s`%s%s\n", mpath, runs[0].manifest_sha[0] ? " sha256 " : "",
@@ -859,9 +859,9 @@ static int write_report(const char *dir, Run *runs, int n, Group *gs, int ng, in
                 "last train loss | tok/s | starts |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
         const Run *r = &runs[i];
-        fprintf(md, "| %s | %llu | %s | %ld/%ld | %d | ", r->r.name, (unsigned long long)r->r.seed,
+        fprintf(md, "| %s | %llu | %s | %ld/%ld | %d | ", r->r.name, (unsigned long long)r->r.opt.seed,
                 r->done ? "done" : r->step >= 0 ? "unfinished" : "not started", r->step < 0 ? 0 : r->step,
-                r->r.steps, r->have_metrics ? r->m.n_evals : 0);
+                r->r.opt.steps, r->have_metrics ? r->m.n_evals : 0);
         if (r->have_metrics && r->m.n_evals) fprintf(md, "%.4f (%d)", r->tail, r->tail_used);
         else fprintf(md, "-");
         if (isfinite(r->tail_slope)) fprintf(md, " | %+.3f", r->tail_slope);
