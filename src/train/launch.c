@@ -96,8 +96,13 @@ int train_launch(const TrainLaunch *l) {
     int exists = access(ck, F_OK) == 0, rc = MHAR_OK;
     if (l->resume) {
         if (!exists) return mhar_fail("%s: no checkpoint to resume from", l->out);
-        rc = checkpoint_load(l->out, &m, &opt, &st);
+        // The options first: a flag that disagrees is refused before the weights load.
+        RunOptions kept;
+        rc = checkpoint_load_state(l->out, &st);
         if (!rc) rc = run_options_resume(&st.opt, &l->opt, l->given);
+        kept = st.opt;
+        if (!rc) rc = checkpoint_load(l->out, &m, &opt, &st);
+        st.opt = kept;   // with what the resume rules let change
         if (!rc) fprintf(stderr, "resuming %s at step %ld of %ld\n", l->out, st.step, st.opt.steps);
     } else {
         if (exists) return mhar_fail("%s already holds a run; use --resume or another --out", l->out);
