@@ -3,9 +3,9 @@
 // the run record (run.json) each run directory keeps.
 //
 // Grid file (unknown keys are refused, so a typo cannot silently fall back
-// to a default).
-// The recipe keys are the run options with RUN_GRID (src/train/run_options.c),
-// their defaults and ranges mhar train's; steps is required.
+// to a default). The recipe keys (steps ... save_every) are the run options
+// with RUN_GRID (src/train/run_options.c), with mhar train's defaults and
+// ranges; steps is required.
 //   {
 //     "name": "nano-h-sweep",                   optional label
 //     "preset": "nano" | ["nano", "micro"],     required
