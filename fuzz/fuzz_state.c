@@ -30,12 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(strstr(mhar_error(), "state.json") != NULL, "error does not name the file: %s", mhar_error());
         return 0;
     }
-    FUZZ_ASSERT(st.batch >= 1 && st.seq >= 1 && st.accum >= 1, "batch %d seq %d accum %d", st.batch, st.seq, st.accum);
-    FUZZ_ASSERT(st.step >= 0 && st.step <= st.steps, "step %ld of %ld", st.step, st.steps);
-    FUZZ_ASSERT(isfinite(st.lr) && st.lr >= 0, "lr %g", (double)st.lr);
-    FUZZ_ASSERT(st.warmup >= 0 && st.data_epoch >= 0 && st.data_pos >= 0 && st.bad_steps >= 0 && st.opt_step >= 0,
+    FUZZ_ASSERT(st.opt.batch >= 1 && st.opt.seq >= 1 && st.opt.accum >= 1, "batch %d seq %d accum %d", st.opt.batch, st.opt.seq, st.opt.accum);
+    FUZZ_ASSERT(st.step >= 0 && st.step <= st.opt.steps, "step %ld of %ld", st.step, st.opt.steps);
+    FUZZ_ASSERT(isfinite(st.opt.lr) && st.opt.lr >= 0, "lr %g", st.opt.lr);
+    FUZZ_ASSERT(st.opt.warmup >= 0 && st.data_epoch >= 0 && st.data_pos >= 0 && st.bad_steps >= 0 && st.opt_step >= 0,
                 "negative counter");
-    FUZZ_ASSERT(memchr(st.train_path, 0, sizeof st.train_path) && memchr(st.val_path, 0, sizeof st.val_path),
+    FUZZ_ASSERT(memchr(st.opt.train, 0, sizeof st.opt.train) && memchr(st.opt.val, 0, sizeof st.opt.val),
                 "unterminated path");
     return 0;
 }

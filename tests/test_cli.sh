@@ -91,3 +91,21 @@ head -c 5000 "$W/a/model.safetensors" > "$W/c/model.safetensors"
 expect_error truncated_safetensors "c/model.safetensors.*truncated" $M eval --run "$W/c" --data "$W/val.bin"
 if [ ! -e "$W/x/checkpoint" ] && [ ! -e "$W/x/model.safetensors" ]; then pass nothing_written_on_error
 else fail nothing_written_on_error "files left in $W/x"; fi
+# a fresh run whose token file fails to load: the error, exit status 1 (not a
+# crash freeing a model that was never built), no checkpoint
+err=$($M train --out "$W/y" --train "$W/train.bin" --val "$W/no-such.bin" --steps 2 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 1 ] && grep -q "no-such.bin" <<<"$err" && [ ! -e "$W/y/checkpoint" ]; then pass fresh_run_bad_token_file_exit_1
+else fail fresh_run_bad_token_file_exit_1 "rc=$rc: $err"; fi
+# the run options' flags come from one table: every one is in --help
+help=$($M train --help)
+missing=""
+for f in preset config residual route-heads route-blocks train val steps batch seq accum lr warmup seed \
+         eval-every eval-batches save-every max-bad-steps out init-from resume stop-at; do
+    grep -q -- "--$f " <<<"$help" || missing="$missing $f"
+done
+if [ -z "$missing" ]; then pass train_help_every_option; else fail train_help_every_option "missing:$missing"; fi
+# a flag given again on --resume that cannot apply: a note, the run goes on
+err=$($M train --out "$W/b" --resume --residual mhar --train "$W/val.bin" 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 0 ] && grep -q "note: --residual ignored on --resume" <<<"$err" && grep -q "note: --train ignored on --resume" <<<"$err"; then
+    pass resume_notes_ignored_flags
+else fail resume_notes_ignored_flags "rc=$rc: $err"; fi

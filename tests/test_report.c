@@ -43,14 +43,15 @@ static void put_json(const char *path, cJSON *j) {
 static void make_run(const char *preset, const char *residual, const char *method, int heads, int blocks,
                      int seed, double metric, int step) {
     SweepRun r = {0};
+    run_options_default(&r.opt);
     snprintf(r.name, sizeof r.name, "%s-%s-s%d", preset, method, seed);
-    snprintf(r.preset, sizeof r.preset, "%s", preset);
-    snprintf(r.residual, sizeof r.residual, "%s", residual);
+    snprintf(r.opt.preset, sizeof r.opt.preset, "%s", preset);
+    snprintf(r.opt.residual, sizeof r.opt.residual, "%s", residual);
     snprintf(r.method, sizeof r.method, "%s", method);
-    r.heads = heads, r.blocks = blocks, r.seed = seed, r.lr = 1e-3, r.steps = 120, r.warmup = 6;
-    r.batch = 2, r.seq = 16, r.accum = 1, r.eval_every = 10, r.eval_batches = 2, r.save_every = 10;
-    snprintf(r.train, sizeof r.train, "/data/train.bin");
-    snprintf(r.val, sizeof r.val, "/data/val.bin");
+    r.opt.heads = heads, r.opt.blocks = blocks, r.opt.seed = seed, r.opt.lr = 1e-3, r.opt.steps = 120, r.opt.warmup = 6;
+    r.opt.batch = 2, r.opt.seq = 16, r.opt.accum = 1, r.opt.eval_every = 10, r.opt.eval_batches = 2, r.opt.save_every = 10;
+    snprintf(r.opt.train, sizeof r.opt.train, "/data/train.bin");
+    snprintf(r.opt.val, sizeof r.opt.val, "/data/val.bin");
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s", tpath("sw/runs"));
     snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", r.name);

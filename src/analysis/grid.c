@@ -10,21 +10,19 @@
 #include "../data/corpus.h"
 #include "../io/atomic.h"
 #include "../model/config.h"
+#include "../residual/residual.h"
 #include "../util/common.h"
 
-// mhar train's defaults, written out so every run records what it used.
-enum { DEF_BATCH = 8, DEF_SEQ = 256, DEF_ACCUM = 1, DEF_EVAL_EVERY = 100, DEF_EVAL_BATCHES = 20 };
-#define DEF_LR 5e-4
-
-static const char *const TOP_KEYS[] = {"name", "preset", "schemes", "seeds", "train", "val", "manifest",
-                                       "steps", "batch", "seq", "accum", "lr", "warmup", "eval_every",
-                                       "eval_batches", "save_every"};
+// The grid's own keys; the recipe's are the run options with RUN_GRID.
+static const char *const TOP_KEYS[] = {"name", "preset", "schemes", "seeds", "train", "val", "manifest", "lr"};
 static const char *const SCHEME_KEYS[] = {"residual", "route_heads", "route_blocks"};
 
 static int known_key(const char *k, const char *const *keys, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!strcmp(k, keys[i])) return 1;
-    return 0;
+    if (keys != TOP_KEYS) return 0;
+    const RunOption *opt = run_option_find(k);
+    return opt && (opt->use & RUN_GRID) && !strcmp(opt->key, k);
 }
 
 static int check_keys(const cJSON *obj, const char *const *keys, size_t n, const char *path, const char *where) {
@@ -45,6 +43,25 @@ static int get_int(const cJSON *j, const char *key, double lo, double hi, double
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
         return mhar_fail("%s: field '%s' must be an integer in [%.0f, %.0f]", path, key, lo, hi);
     *out = v->valuedouble;
+    return MHAR_OK;
+}
+
+// The recipe: the run options with RUN_GRID, in their ranges (0 refused
+// where RUN_GRID_NONZERO), absent ones at mhar train's defaults.
+static int grid_recipe(const cJSON *j, const char *path, RunOptions *o) {
+    run_options_default(o);
+    for (int i = 0; i < run_option_count(); i++) {
+        const RunOption *opt = run_option_at(i);
+        if (!(opt->use & RUN_GRID)) continue;
+        double lo = (opt->use & RUN_GRID_NONZERO) && opt->lo < 1 ? 1 : opt->lo, x = 0;
+        if (!cJSON_GetObjectItemCaseSensitive(j, opt->key)) {
+            if (opt->use & RUN_GRID_REQUIRED) return mhar_fail("%s: field '%s' is required", path, opt->key);
+            continue;
+        }
+        if (get_int(j, opt->key, lo, opt->hi, 0, path, &x)) return MHAR_ERR;
+        run_option_set_num(opt, o, x);
+    }
+    run_options_finish(o);
     return MHAR_OK;
 }
 
@@ -89,48 +106,55 @@ static int file_exists(const char *p) {
 
 typedef struct { char residual[16]; int heads[64], n_heads, blocks[64], n_blocks; } SchemeSpec;
 
+static int sweep_scheme(const ResidualScheme *s) { return s->from_scratch; }
+
 static int parse_scheme(const cJSON *s, int idx, const char *path, SchemeSpec *sp) {
-    char where[48];
+    char where[48], names[256];
+    residual_names(names, sizeof names, ", ", sweep_scheme);
     snprintf(where, sizeof where, "schemes[%d].", idx);
     if (!cJSON_IsObject(s)) return mhar_fail("%s: schemes[%d] must be an object like {\"residual\": \"mhar\"}", path, idx);
     if (check_keys(s, SCHEME_KEYS, sizeof SCHEME_KEYS / sizeof *SCHEME_KEYS, path, where)) return MHAR_ERR;
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(s, "residual");
-    if (!cJSON_IsString(r))
-        return mhar_fail("%s: schemes[%d].residual is required (baseline, hc, denseformer, attnres, mhar, block)",
-                         path, idx);
+    if (!cJSON_IsString(r)) return mhar_fail("%s: schemes[%d].residual is required (%s)", path, idx, names);
     const char *m = r->valuestring;
-    int routed = !strcmp(m, "attnres") || !strcmp(m, "mhar") || !strcmp(m, "block");
-    if (!routed && strcmp(m, "baseline") && strcmp(m, "hc") && strcmp(m, "denseformer"))
-        return mhar_fail("%s: schemes[%d].residual '%s' is not a sweep scheme (baseline, hc, denseformer, "
-                         "attnres, mhar, block; delta_mh continues a pretrained run)", path, idx, m);
+    const ResidualScheme *rs = residual_find(m);
+    if (!rs || !rs->from_scratch)
+        return mhar_fail("%s: schemes[%d].residual '%s' is not a sweep scheme (%s; %s)", path, idx, m, names,
+                         rs ? "it does not train from a fresh init" : "not a residual scheme");
     snprintf(sp->residual, sizeof sp->residual, "%s", m);
+    const RunOption *heads = run_option_find("route_heads"), *blocks = run_option_find("route_blocks");
     double v[64];
     char key[64];
     snprintf(key, sizeof key, "%sroute_heads", where);
-    if (get_list(cJSON_GetObjectItemCaseSensitive(s, "route_heads"), key, path, 1, 1, 65536, v, 64, &sp->n_heads))
+    if (get_list(cJSON_GetObjectItemCaseSensitive(s, "route_heads"), key, path, 1, heads->lo, heads->hi, v, 64,
+                 &sp->n_heads))
         return MHAR_ERR;
     for (int i = 0; i < sp->n_heads; i++) sp->heads[i] = (int)v[i];
     snprintf(key, sizeof key, "%sroute_blocks", where);
-    if (get_list(cJSON_GetObjectItemCaseSensitive(s, "route_blocks"), key, path, 1, 1, 65536, v, 64, &sp->n_blocks))
+    if (get_list(cJSON_GetObjectItemCaseSensitive(s, "route_blocks"), key, path, 1, blocks->lo, blocks->hi, v, 64,
+                 &sp->n_blocks))
         return MHAR_ERR;
     for (int i = 0; i < sp->n_blocks; i++) sp->blocks[i] = (int)v[i];
+    int routed = residual_is_routed(rs);
     if (!routed && (sp->n_heads || sp->n_blocks))
         return mhar_fail("%s: schemes[%d]: '%s' does not route; route_heads/route_blocks do not apply", path, idx, m);
-    if (!strcmp(m, "attnres") && (sp->n_blocks || sp->n_heads > 1 || (sp->n_heads && sp->heads[0] != 1)))
-        return mhar_fail("%s: schemes[%d]: attnres is single-head full routing (use mhar for H > 1, "
-                         "block for blocks)", path, idx);
-    if (!strcmp(m, "mhar") && sp->n_blocks)
-        return mhar_fail("%s: schemes[%d]: mhar routes over every sublayer; use 'block' with route_blocks", path, idx);
-    if (!strcmp(m, "block") && !sp->n_blocks)
-        return mhar_fail("%s: schemes[%d]: block routing needs route_blocks", path, idx);
-    if (!sp->n_heads) { sp->heads[0] = !strcmp(m, "mhar") ? 8 : routed ? 1 : 0; sp->n_heads = 1; }
+    if (rs->heads == HEADS_ONE && (sp->n_blocks || sp->n_heads > 1 || (sp->n_heads && sp->heads[0] != 1)))
+        return mhar_fail("%s: schemes[%d]: %s is single-head full routing (use a scheme with H heads for H > 1, "
+                         "one with blocks for blocks)", path, idx, m);
+    if (!rs->needs_blocks && sp->n_blocks)
+        return mhar_fail("%s: schemes[%d]: %s routes over every sublayer; route_blocks do not apply", path, idx, m);
+    if (rs->needs_blocks && !sp->n_blocks)
+        return mhar_fail("%s: schemes[%d]: %s routing needs route_blocks", path, idx, m);
+    if (!sp->n_heads) { sp->heads[0] = routed ? rs->default_heads : 0; sp->n_heads = 1; }
     if (!sp->n_blocks) { sp->blocks[0] = 0; sp->n_blocks = 1; }
     return MHAR_OK;
 }
 
+// baseline, attnres; mhar-h4 (a scheme with H heads); block-h4-b2 (and blocks)
 static void method_name(const char *residual, int heads, int blocks, char *out, size_t cap) {
-    if (!strcmp(residual, "mhar")) snprintf(out, cap, "mhar-h%d", heads);
-    else if (!strcmp(residual, "block")) snprintf(out, cap, "block-h%d-b%d", heads, blocks);
+    const ResidualScheme *s = residual_find(residual);
+    if (s && s->needs_blocks) snprintf(out, cap, "%s-h%d-b%d", residual, heads, blocks);
+    else if (s && s->heads == HEADS_ANY) snprintf(out, cap, "%s-h%d", residual, heads);
     else snprintf(out, cap, "%s", residual);
 }
 
@@ -195,30 +219,16 @@ int grid_load(const char *path, Grid *g) {
     if (!rc) rc = get_list(cJSON_GetObjectItemCaseSensitive(j, "seeds"), "seeds", path, 1, 0, 9007199254740991.0,
                            seeds, 256, &n_seeds);
     if (!rc && !n_seeds) rc = mhar_fail("%s: field 'seeds' is required (a list of integers)", path);
-    if (!rc) rc = get_list(cJSON_GetObjectItemCaseSensitive(j, "lr"), "lr", path, 0, 1e-12, 10, lrs, 16, &g->n_lr);
-    if (!rc && !g->n_lr) { lrs[0] = DEF_LR; g->n_lr = 1; }
+    const RunOption *lr_opt = run_option_find("lr");
+    if (!rc) rc = get_list(cJSON_GetObjectItemCaseSensitive(j, "lr"), "lr", path, 0, lr_opt->lo, lr_opt->hi, lrs, 16,
+                           &g->n_lr);
+    if (!rc && !g->n_lr) { lrs[0] = lr_opt->def; g->n_lr = 1; }
     SweepRun base_run = {0};
-    double steps = 1, batch = 0, seq = 0, accum = 0, warmup = 0, eval_every = 0, eval_batches = 0, save_every = 0;
-    if (!rc) rc = get_int(j, "steps", 1, 1e12, -1, path, &steps);
-    if (!rc) rc = get_int(j, "batch", 1, 1 << 20, DEF_BATCH, path, &batch);
-    if (!rc) rc = get_int(j, "seq", 1, 1 << 20, DEF_SEQ, path, &seq);
-    if (!rc) rc = get_int(j, "accum", 1, 1 << 20, DEF_ACCUM, path, &accum);
-    if (!rc) rc = get_int(j, "warmup", 0, 1e12, floor(steps / 20), path, &warmup);
-    if (!rc) rc = get_int(j, "eval_every", 1, 1e9, DEF_EVAL_EVERY, path, &eval_every);
-    if (!rc) rc = get_int(j, "eval_batches", 1, 1e9, DEF_EVAL_BATCHES, path, &eval_batches);
-    if (!rc) rc = get_int(j, "save_every", 1, 1e9, eval_every, path, &save_every);
-    base_run.steps = (long)steps;
-    base_run.batch = (int)batch;
-    base_run.seq = (int)seq;
-    base_run.accum = (int)accum;
-    base_run.warmup = (long)warmup;
-    base_run.eval_every = (int)eval_every;
-    base_run.eval_batches = (int)eval_batches;
-    base_run.save_every = (int)save_every;
-    if (!rc && base_run.eval_every > base_run.steps)
+    rc = rc ? rc : grid_recipe(j, path, &base_run.opt);
+    if (!rc && base_run.opt.eval_every > base_run.opt.steps)
         rc = mhar_fail("%s: eval_every %d is more than steps %ld, so each run would be evaluated once; the "
                        "metric averages the last 11 evaluations: set eval_every to steps/11 or less", path,
-                       base_run.eval_every, base_run.steps);
+                       base_run.opt.eval_every, base_run.opt.steps);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
     if (!rc && name && !cJSON_IsString(name)) rc = mhar_fail("%s: field 'name' must be a string", path);
 
@@ -228,10 +238,10 @@ int grid_load(const char *path, Grid *g) {
     if (!rc && (tr || va) && !(cJSON_IsString(tr) && cJSON_IsString(va)))
         rc = mhar_fail("%s: give both 'train' and 'val' as token file paths", path);
     if (!rc && tr) {
-        rc = resolve(base, tr->valuestring, base_run.train, sizeof base_run.train);
-        if (!rc) rc = resolve(base, va->valuestring, base_run.val, sizeof base_run.val);
-        if (!rc && !file_exists(base_run.train)) rc = mhar_fail("%s: field 'train': %s: cannot open", path, base_run.train);
-        if (!rc && !file_exists(base_run.val)) rc = mhar_fail("%s: field 'val': %s: cannot open", path, base_run.val);
+        rc = resolve(base, tr->valuestring, base_run.opt.train, sizeof base_run.opt.train);
+        if (!rc) rc = resolve(base, va->valuestring, base_run.opt.val, sizeof base_run.opt.val);
+        if (!rc && !file_exists(base_run.opt.train)) rc = mhar_fail("%s: field 'train': %s: cannot open", path, base_run.opt.train);
+        if (!rc && !file_exists(base_run.opt.val)) rc = mhar_fail("%s: field 'val': %s: cannot open", path, base_run.opt.val);
     }
     if (!rc && man) {
         if (!cJSON_IsString(man)) rc = mhar_fail("%s: field 'manifest' must be a path", path);
@@ -241,7 +251,7 @@ int grid_load(const char *path, Grid *g) {
         // Where the corpus builder's manifest usually is: beside the token files,
         // in corpus/ beside them (mhar train's default data), or one directory up.
         char d1[4096], d2[4096], cand[4200];
-        snprintf(d1, sizeof d1, "%s", base_run.train);
+        snprintf(d1, sizeof d1, "%s", base_run.opt.train);
         snprintf(d2, sizeof d2, "%s", dirname(d1));
         const char *dirs[3] = {d1, d1, dirname(d2)}, *names[3] = {"manifest.json", "corpus/manifest.json", "manifest.json"};
         for (int i = 0; i < 3 && !g->manifest[0]; i++)
@@ -263,18 +273,19 @@ int grid_load(const char *path, Grid *g) {
                         for (int bi = 0; !rc && bi < specs[ci].n_blocks; bi++) {
                             SweepRun *r = &g->runs[g->n_runs];
                             *r = base_run;
-                            snprintf(r->preset, sizeof r->preset, "%s", presets[pi]);
-                            snprintf(r->residual, sizeof r->residual, "%s", specs[ci].residual);
-                            r->heads = specs[ci].heads[hi];
-                            r->blocks = specs[ci].blocks[bi];
-                            r->seed = (uint64_t)seeds[si];
-                            r->lr = lrs[li];
-                            rc = check_model(path, r->preset, &specs[ci], r->heads, r->blocks);
-                            method_name(r->residual, r->heads, r->blocks, r->method, sizeof r->method);
+                            RunOptions *o = &r->opt;
+                            snprintf(o->preset, sizeof o->preset, "%s", presets[pi]);
+                            snprintf(o->residual, sizeof o->residual, "%s", specs[ci].residual);
+                            o->heads = specs[ci].heads[hi];
+                            o->blocks = specs[ci].blocks[bi];
+                            o->seed = (uint64_t)seeds[si];
+                            o->lr = lrs[li];
+                            rc = check_model(path, o->preset, &specs[ci], o->heads, o->blocks);
+                            method_name(o->residual, o->heads, o->blocks, r->method, sizeof r->method);
                             char lr_part[40] = "";
-                            if (g->n_lr > 1) snprintf(lr_part, sizeof lr_part, "-lr%g", r->lr);
-                            snprintf(r->name, sizeof r->name, "%s-%s%s-s%llu", r->preset, r->method, lr_part,
-                                     (unsigned long long)r->seed);
+                            if (g->n_lr > 1) snprintf(lr_part, sizeof lr_part, "-lr%g", o->lr);
+                            snprintf(r->name, sizeof r->name, "%s-%s%s-s%llu", o->preset, r->method, lr_part,
+                                     (unsigned long long)o->seed);
                             for (int k = 0; !rc && k < g->n_runs; k++)
                                 if (!strcmp(g->runs[k].name, r->name))
                                     rc = mhar_fail("%s: run %s appears twice (a scheme listed twice?)", path, r->name);
@@ -300,60 +311,23 @@ void grid_free(Grid *g) {
 }
 
 int sweep_run_args(const SweepRun *r, const char *dir, char **argv, int cap, char *buf, size_t buf_cap) {
-    int n = 0;
-    size_t used = 0;
-    int over = 0;
-#define ARG(...)                                                                      \
-    do {                                                                              \
-        int w_ = snprintf(buf + used, used < buf_cap ? buf_cap - used : 0, __VA_ARGS__); \
-        if (w_ < 0 || used + (size_t)w_ + 1 > buf_cap || n + 1 >= cap) { over = 1; break; } \
-        argv[n++] = buf + used;                                                       \
-        used += (size_t)w_ + 1;                                                       \
-    } while (0)
-    ARG("--out"); ARG("%s", dir);
-    ARG("--preset"); ARG("%s", r->preset);
-    ARG("--residual"); ARG("%s", r->residual);
-    if (r->heads && strcmp(r->residual, "attnres")) { ARG("--route-heads"); ARG("%d", r->heads); }
-    if (r->blocks) { ARG("--route-blocks"); ARG("%d", r->blocks); }
-    if (r->train[0]) { ARG("--train"); ARG("%s", r->train); ARG("--val"); ARG("%s", r->val); }
-    ARG("--steps"); ARG("%ld", r->steps);
-    ARG("--batch"); ARG("%d", r->batch);
-    ARG("--seq"); ARG("%d", r->seq);
-    ARG("--accum"); ARG("%d", r->accum);
-    ARG("--lr"); ARG("%.9g", r->lr);
-    ARG("--warmup"); ARG("%ld", r->warmup);
-    ARG("--seed"); ARG("%llu", (unsigned long long)r->seed);
-    ARG("--eval-every"); ARG("%d", r->eval_every);
-    ARG("--eval-batches"); ARG("%d", r->eval_batches);
-    ARG("--save-every"); ARG("%d", r->save_every);
-#undef ARG
-    argv[n] = NULL;
-    return over ? mhar_fail("run %s: the train command line does not fit (%zu bytes)", r->name, buf_cap) : MHAR_OK;
+    size_t len = strlen(dir) + 1;
+    if (cap < 3 || buf_cap < len + 6)
+        return mhar_fail("run %s: the train command line does not fit (%zu bytes)", r->name, buf_cap);
+    memcpy(buf, "--out", 6);
+    memcpy(buf + 6, dir, len);
+    argv[0] = buf;
+    argv[1] = buf + 6;
+    if (run_options_argv(&r->opt, RUN_SWEEP, argv + 2, cap - 2, buf + 6 + len, buf_cap - 6 - len))
+        return mhar_fail("run %s: the train command line does not fit (%zu bytes)", r->name, buf_cap);
+    return MHAR_OK;
 }
 
 cJSON *sweep_run_to_json(const SweepRun *r) {
     cJSON *j = cJSON_CreateObject();
-    char seed[32], lr[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
-    snprintf(lr, sizeof lr, "%.9g", r->lr);
     cJSON_AddStringToObject(j, "name", r->name);
-    cJSON_AddStringToObject(j, "preset", r->preset);
-    cJSON_AddStringToObject(j, "residual", r->residual);
     cJSON_AddStringToObject(j, "method", r->method);
-    cJSON_AddNumberToObject(j, "route_heads", r->heads);
-    cJSON_AddNumberToObject(j, "route_blocks", r->blocks);
-    cJSON_AddStringToObject(j, "seed", seed);   // a string: a u64 does not fit a double
-    cJSON_AddRawToObject(j, "lr", lr);
-    cJSON_AddNumberToObject(j, "steps", r->steps);
-    cJSON_AddNumberToObject(j, "warmup", r->warmup);
-    cJSON_AddNumberToObject(j, "batch", r->batch);
-    cJSON_AddNumberToObject(j, "seq", r->seq);
-    cJSON_AddNumberToObject(j, "accum", r->accum);
-    cJSON_AddNumberToObject(j, "eval_every", r->eval_every);
-    cJSON_AddNumberToObject(j, "eval_batches", r->eval_batches);
-    cJSON_AddNumberToObject(j, "save_every", r->save_every);
-    cJSON_AddStringToObject(j, "train", r->train);
-    cJSON_AddStringToObject(j, "val", r->val);
+    run_options_to_json(&r->opt, RUN_SWEEP, j);
     return j;
 }
 
@@ -363,34 +337,13 @@ static int rec_str(const cJSON *j, const char *origin, const char *key, char *ou
     return copy_str(out, cap, v->valuestring) ? mhar_fail("%s: field '%s' is too long", origin, key) : MHAR_OK;
 }
 
-static int rec_num(const cJSON *j, const char *origin, const char *key, double *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsNumber(v)) return mhar_fail("%s: field '%s' missing or not a number", origin, key);
-    *out = v->valuedouble;
-    return MHAR_OK;
-}
-
 int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r) {
     memset(r, 0, sizeof *r);
-    char seed[32];
-    double v[11];
-    const char *keys[11] = {"route_heads", "route_blocks", "lr",    "steps",        "warmup",    "batch",
-                            "seq",         "accum",        "eval_every", "eval_batches", "save_every"};
+    run_options_default(&r->opt);
     if (rec_str(j, origin, "name", r->name, sizeof r->name) ||
-        rec_str(j, origin, "preset", r->preset, sizeof r->preset) ||
-        rec_str(j, origin, "residual", r->residual, sizeof r->residual) ||
-        rec_str(j, origin, "method", r->method, sizeof r->method) || rec_str(j, origin, "seed", seed, sizeof seed) ||
-        rec_str(j, origin, "train", r->train, sizeof r->train) || rec_str(j, origin, "val", r->val, sizeof r->val))
+        rec_str(j, origin, "method", r->method, sizeof r->method))
         return MHAR_ERR;
-    for (int i = 0; i < 11; i++)
-        if (rec_num(j, origin, keys[i], &v[i])) return MHAR_ERR;
-    char *end;
-    r->seed = strtoull(seed, &end, 10);
-    if (*end || !seed[0]) return mhar_fail("%s: field 'seed' is not an integer", origin);
-    r->heads = (int)v[0]; r->blocks = (int)v[1]; r->lr = v[2]; r->steps = (long)v[3]; r->warmup = (long)v[4];
-    r->batch = (int)v[5]; r->seq = (int)v[6]; r->accum = (int)v[7]; r->eval_every = (int)v[8];
-    r->eval_batches = (int)v[9]; r->save_every = (int)v[10];
-    return MHAR_OK;
+    return run_options_from_json(j, RUN_SWEEP, origin, &r->opt);
 }
 
 int sweep_run_progress(const char *dir, long *step, long *steps) {

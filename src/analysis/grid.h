@@ -3,14 +3,16 @@
 // the run record (run.json) each run directory keeps.
 //
 // Grid file (unknown keys are refused, so a typo cannot silently fall back
-// to a default):
+// to a default). The recipe keys (steps ... save_every) are the run options
+// with RUN_GRID (src/train/run_options.c), with mhar train's defaults and
+// ranges; steps is required.
 //   {
 //     "name": "nano-h-sweep",                   optional label
 //     "preset": "nano" | ["nano", "micro"],     required
 //     "schemes": [                              required, non-empty
 //       {"residual": "baseline"}, {"residual": "hc"}, {"residual": "denseformer"},
 //       {"residual": "attnres"},                (H = 1)
-//       {"residual": "mhar", "route_heads": [2, 4, 8, 16]},   (default 8)
+//       {"residual": "mhar", "route_heads": [2, 4, 8, 16]},   (default: the registry's, 8)
 //       {"residual": "block", "route_heads": 4, "route_blocks": [2, 3]}
 //     ],
 //     "seeds": [1, 2, 3] | 1,                   required
@@ -27,17 +29,15 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "../train/run_options.h"
+
 typedef struct {
     char name[160];             // <preset>-<method>[-lr<lr>]-s<seed>: the run directory's name
-    char preset[32], residual[16];
     char method[64];            // baseline, hc, attnres, mhar-h4, block-h4-b2 (no preset, seed or lr)
-    int heads;                  // routing heads H (1 for attnres; 0 when the scheme does not route)
-    int blocks;                 // block routing N (0 otherwise)
-    uint64_t seed;
-    double lr;
-    long steps, warmup;
-    int batch, seq, accum, eval_every, eval_batches, save_every;
-    char train[2048], val[2048];   // absolute paths
+    // the run's options (preset, residual, heads H: 1 for attnres, 0 when the
+    // scheme does not route; blocks N: 0 unless it needs them; the recipe;
+    // train and val as absolute paths)
+    RunOptions opt;
 } SweepRun;
 
 typedef struct {
@@ -55,10 +55,12 @@ int grid_load(const char *path, Grid *g);
 void grid_free(Grid *g);
 
 // The `mhar train` options of a fresh run into dir, as argv strings after
-// "train" (NULL-terminated, at most cap - 1 entries), pointing into buf.
+// "train" (NULL-terminated, at most cap - 1 entries), pointing into buf:
+// --out dir, then every RUN_SWEEP option that applies (run_options_argv).
 int sweep_run_args(const SweepRun *r, const char *dir, char **argv, int cap, char *buf, size_t buf_cap);
 
-// run.json: the run's settings (every SweepRun field) as a JSON object, and back.
+// run.json: the run's settings (name, method and every RUN_SWEEP option) as
+// a JSON object, and back.
 cJSON *sweep_run_to_json(const SweepRun *r);
 int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r);
 

@@ -52,9 +52,9 @@ static int cmp_setting(Setting a, Setting b) {
 
 static int cmp_run(const void *pa, const void *pb) {
     const SweepRun *a = &((const ReportRun *)pa)->r, *b = &((const ReportRun *)pb)->r;
-    int c = cmp_setting((Setting){a->preset, a->residual, a->lr, a->heads, a->blocks},
-                        (Setting){b->preset, b->residual, b->lr, b->heads, b->blocks});
-    return c ? c : (a->seed > b->seed) - (a->seed < b->seed);
+    int c = cmp_setting((Setting){a->opt.preset, a->opt.residual, a->opt.lr, a->opt.heads, a->opt.blocks},
+                        (Setting){b->opt.preset, b->opt.residual, b->opt.lr, b->opt.heads, b->opt.blocks});
+    return c ? c : (a->opt.seed > b->opt.seed) - (a->opt.seed < b->opt.seed);
 }
 
 static int cmp_group(const void *pa, const void *pb) {
@@ -169,21 +169,21 @@ static int load_runs(Report *rep, const char *dir, FILE *notes) {
 // ---- groups
 
 int report_in_group(const ReportGroup *g, const SweepRun *r) {
-    return !strcmp(g->preset, r->preset) && !strcmp(g->method, r->method) && g->lr == r->lr;
+    return !strcmp(g->preset, r->opt.preset) && !strcmp(g->method, r->method) && g->lr == r->opt.lr;
 }
 
 static int cmp_seed_idx(const void *a, const void *b, void *runs) {
     const ReportRun *ra = &((const ReportRun *)runs)[*(const int *)a], *rb = &((const ReportRun *)runs)[*(const int *)b];
-    return (ra->r.seed > rb->r.seed) - (ra->r.seed < rb->r.seed);
+    return (ra->r.opt.seed > rb->r.opt.seed) - (ra->r.opt.seed < rb->r.opt.seed);
 }
 
 static int new_group(ReportGroup *g, const SweepRun *r, int cap) {
-    snprintf(g->preset, sizeof g->preset, "%s", r->preset);
+    snprintf(g->preset, sizeof g->preset, "%s", r->opt.preset);
     snprintf(g->method, sizeof g->method, "%s", r->method);
-    snprintf(g->residual, sizeof g->residual, "%s", r->residual);
-    g->heads = r->heads;
-    g->blocks = r->blocks;
-    g->lr = r->lr;
+    snprintf(g->residual, sizeof g->residual, "%s", r->opt.residual);
+    g->heads = r->opt.heads;
+    g->blocks = r->opt.blocks;
+    g->lr = r->opt.lr;
     g->idx = calloc(cap, sizeof(int));
     g->vals = calloc(cap, sizeof(double));
     g->seeds = calloc(cap, sizeof(uint64_t));
@@ -197,7 +197,7 @@ static void group_stats(ReportGroup *g, ReportRun *runs) {
     for (int i = 0; i < g->n; i++) {
         const ReportRun *r = &runs[g->idx[i]];
         g->vals[i] = r->tail;
-        g->seeds[i] = r->r.seed;
+        g->seeds[i] = r->r.opt.seed;
         if (r->tail_used < g->min_used) g->min_used = r->tail_used;
     }
     g->mean = stats_mean(g->vals, g->n);

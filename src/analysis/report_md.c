@@ -38,7 +38,7 @@ static void put_spread(FILE *md, const Paired *p) {
 
 static int multi_lr(const Report *rep) {
     for (int i = 0; i < rep->n_runs; i++)
-        if (rep->runs[i].r.lr != rep->runs[0].r.lr) return 1;
+        if (rep->runs[i].r.opt.lr != rep->runs[0].r.opt.lr) return 1;
     return 0;
 }
 
@@ -77,8 +77,8 @@ static int md_presets(FILE *md, const Report *rep, const char **seen, int cap) {
     int n_seen = 0;
     for (int i = 0; i < rep->n_runs && n_seen < cap; i++) {
         int dup = 0;
-        for (int k = 0; k < n_seen; k++) dup |= !strcmp(seen[k], rep->runs[i].r.preset);
-        if (!dup) { seen[n_seen++] = rep->runs[i].r.preset; describe_preset(md, rep->runs[i].r.preset); }
+        for (int k = 0; k < n_seen; k++) dup |= !strcmp(seen[k], rep->runs[i].r.opt.preset);
+        if (!dup) { seen[n_seen++] = rep->runs[i].r.opt.preset; describe_preset(md, rep->runs[i].r.opt.preset); }
     }
     return n_seen;
 }
@@ -88,18 +88,18 @@ static void md_recipe(FILE *md, const Report *rep) {
     const ReportGroup *gs = rep->groups;
     fprintf(md, "- recipe (SPEC §4, scaled down): %ld steps of %d × %d tokens (gradient accumulation %d); AdamW "
                 "β (0.9, 0.95), eps 1e-8, weight decay 0.1 on every parameter, clip 1.0; peak lr ",
-            r->steps, r->batch, r->seq, r->accum);
+            r->opt.steps, r->opt.batch, r->opt.seq, r->opt.accum);
     for (int i = 0, first = 1; i < rep->n_groups; i++) {
         int dup = 0;
         for (int k = 0; k < i; k++) dup |= gs[k].lr == gs[i].lr;
         if (!dup) { fprintf(md, "%s%g", first ? "" : ", ", gs[i].lr); first = 0; }
     }
     fprintf(md, ", %ld warm-up steps then cosine to 0.1× peak; validation every %d steps on %d batches "
-                "(%ld tokens)\n", r->warmup, r->eval_every, r->eval_batches, (long)r->eval_batches * r->batch * r->seq);
+                "(%ld tokens)\n", r->opt.warmup, r->opt.eval_every, r->opt.eval_batches, (long)r->opt.eval_batches * r->opt.batch * r->opt.seq);
     for (int i = 1; i < rep->n_runs; i++) {
         const SweepRun *q = &rep->runs[i].r;
-        if (q->steps != r->steps || q->batch != r->batch || q->seq != r->seq || q->accum != r->accum ||
-            q->warmup != r->warmup || q->eval_every != r->eval_every || q->eval_batches != r->eval_batches) {
+        if (q->opt.steps != r->opt.steps || q->opt.batch != r->opt.batch || q->opt.seq != r->opt.seq || q->opt.accum != r->opt.accum ||
+            q->opt.warmup != r->opt.warmup || q->opt.eval_every != r->opt.eval_every || q->opt.eval_batches != r->opt.eval_batches) {
             fprintf(md, "- **note**: the runs do not all share this recipe (e.g. %s); see the run table\n", q->name);
             break;
         }
@@ -109,9 +109,9 @@ static void md_recipe(FILE *md, const Report *rep) {
 static void md_data(FILE *md, const Report *rep) {
     const ReportRun *r0 = &rep->runs[0];
     const SweepRun *r = &r0->r;
-    fprintf(md, "- data: train `%s`%s%.16s%s, validation `%s`%s%.16s%s\n", r->train[0] ? r->train : "(built-in synthetic)",
+    fprintf(md, "- data: train `%s`%s%.16s%s, validation `%s`%s%.16s%s\n", r->opt.train[0] ? r->opt.train : "(built-in synthetic)",
             r0->train_sha[0] ? " (sha256 " : "", r0->train_sha, r0->train_sha[0] ? "…)" : "",
-            r->val[0] ? r->val : "(built-in synthetic)", r0->val_sha[0] ? " (sha256 " : "", r0->val_sha,
+            r->opt.val[0] ? r->opt.val : "(built-in synthetic)", r0->val_sha[0] ? " (sha256 " : "", r0->val_sha,
             r0->val_sha[0] ? "…)" : "");
     const char *mpath = rep->sweep ? json_string_or(rep->sweep, "manifest", "") : "";
     if (mpath[0]) fprintf(md, "- corpus manifest: `%s`%s%s\n", mpath, r0->manifest_sha[0] ? " sha256 " : "", r0->manifest_sha);
@@ -377,9 +377,9 @@ static void md_runs(FILE *md, const Report *rep) {
                 "last train loss | tok/s | starts |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < rep->n_runs; i++) {
         const ReportRun *r = &rep->runs[i];
-        fprintf(md, "| %s | %llu | %s | %ld/%ld | %d | ", r->r.name, (unsigned long long)r->r.seed,
+        fprintf(md, "| %s | %llu | %s | %ld/%ld | %d | ", r->r.name, (unsigned long long)r->r.opt.seed,
                 r->done ? "done" : r->step >= 0 ? "unfinished" : "not started", r->step < 0 ? 0 : r->step,
-                r->r.steps, r->have_metrics ? r->m.n_evals : 0);
+                r->r.opt.steps, r->have_metrics ? r->m.n_evals : 0);
         if (r->have_metrics && r->m.n_evals) fprintf(md, "%.4f (%d)", r->tail, r->tail_used);
         else fprintf(md, "-");
         if (isfinite(r->tail_slope)) fprintf(md, " | %+.3f", r->tail_slope);

@@ -25,7 +25,7 @@ static void print_help(const Flag *flags, int n, const char *usage) {
 // and a digit for a signed integer; a float may also start with '.').
 static int strict_start(const Flag *f, const char *v) {
     const char *d = v[0] == '-' && f->type != FLAG_U64 ? v + 1 : v;
-    return isdigit((unsigned char)d[0]) || (f->type == FLAG_FLOAT && d[0] == '.');
+    return isdigit((unsigned char)d[0]) || ((f->type == FLAG_FLOAT || f->type == FLAG_DOUBLE) && d[0] == '.');
 }
 
 static int set_value(Flag *f, const char *v) {
@@ -40,15 +40,16 @@ static int set_value(Flag *f, const char *v) {
         return 0;
     }
     // The flag's range (lo == hi: none) within its type's.
-    double lo = f->type == FLAG_INT ? INT_MIN : f->type == FLAG_LONG ? (double)LONG_MIN : -FLT_MAX;
-    double hi = f->type == FLAG_INT ? INT_MAX : f->type == FLAG_LONG ? (double)LONG_MAX : FLT_MAX;
+    int real = f->type == FLAG_FLOAT || f->type == FLAG_DOUBLE;
+    double lo = f->type == FLAG_INT ? INT_MIN : f->type == FLAG_LONG ? (double)LONG_MIN : f->type == FLAG_FLOAT ? -FLT_MAX : -DBL_MAX;
+    double hi = f->type == FLAG_INT ? INT_MAX : f->type == FLAG_LONG ? (double)LONG_MAX : f->type == FLAG_FLOAT ? FLT_MAX : DBL_MAX;
     if (f->lo != f->hi) {
         lo = f->lo > lo ? f->lo : lo;
         hi = f->hi < hi ? f->hi : hi;
     }
     double x;
     long long i = 0;
-    if (f->type == FLAG_FLOAT) x = strtod(v, &end);
+    if (real) x = strtod(v, &end);
     else x = (double)(i = strtoll(v, &end, 10));
     if (errno || *end || !isfinite(x)) goto bad;
     if (x < lo || x > hi) {
@@ -57,11 +58,12 @@ static int set_value(Flag *f, const char *v) {
     }
     if (f->type == FLAG_INT) *(int *)f->dst = (int)i;
     else if (f->type == FLAG_LONG) *(long *)f->dst = (long)i;
+    else if (f->type == FLAG_DOUBLE) *(double *)f->dst = x;
     else *(float *)f->dst = (float)x;
     return 0;
 bad:
     fprintf(stderr, "error: --%s expects %s, got '%s'\n", f->name,
-            f->type == FLAG_FLOAT ? "a number" : f->type == FLAG_U64 ? "a non-negative integer" : "an integer", v);
+            f->type == FLAG_FLOAT || f->type == FLAG_DOUBLE ? "a number" : f->type == FLAG_U64 ? "a non-negative integer" : "an integer", v);
     return -1;
 }
 

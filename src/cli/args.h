@@ -3,12 +3,12 @@
 #pragma once
 #include <stdint.h>
 
-typedef enum { FLAG_INT, FLAG_LONG, FLAG_U64, FLAG_FLOAT, FLAG_STR, FLAG_BOOL } FlagType;
+typedef enum { FLAG_INT, FLAG_LONG, FLAG_U64, FLAG_FLOAT, FLAG_STR, FLAG_BOOL, FLAG_DOUBLE } FlagType;
 
 typedef struct {
     const char *name;   // without the dashes
     FlagType type;
-    void *dst;          // int*, long*, uint64_t*, float*, const char**, int*
+    void *dst;          // int*, long*, uint64_t*, float*, const char**, int*, double*
     const char *help;
     double lo, hi;      // accepted range for numbers (ignored when lo == hi)
     int given;          // set by args_parse

@@ -13,6 +13,7 @@
 #include "../kernels/ops.h"
 #include "data/synth.h"
 #include "model/model.h"
+#include "residual/residual.h"
 #include "train/optim.h"
 
 static const char *usage =
@@ -163,13 +164,21 @@ int cmd_bench(int argc, char **argv) {
     };
     int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
     if (r) return r > 0 ? 0 : 2;
-    Scheme all[] = {{"baseline", "baseline", 1, 0}, {"hc", "hc", 1, 0}, {"denseformer", "denseformer", 1, 0},
-                    {"attnres", "attnres", 1, 0}, {"mhar", "mhar", heads, 0}, {"block", "block", heads, blocks}};
-    int routed = !strcmp(residual, "mhar") || !strcmp(residual, "block") || !strcmp(residual, "delta_mh");
-    int blocked = !strcmp(residual, "block") || !strcmp(residual, "delta_mh");
-    Scheme one = {residual, residual, routed ? heads : 1, blocked ? blocks : 0};
-    int n = strcmp(residual, "all") ? 1 : 6;
-    Scheme *list = n == 1 ? &one : all;
+    // all: every scheme that trains from a fresh init, in registry order; H
+    // and N only where the scheme takes them.
+    Scheme list[32];
+    int n = 0;
+    for (int i = 0; i < residual_count() && n < 32; i++) {
+        const ResidualScheme *s = residual_at(i);
+        if (strcmp(residual, "all") ? strcmp(residual, s->name) != 0 : !s->from_scratch) continue;
+        list[n++] = (Scheme){s->name, s->name, s->heads == HEADS_ANY ? heads : 1, s->needs_blocks ? blocks : 0};
+    }
+    if (!n) {
+        char names[256];
+        fprintf(stderr, "error: unknown residual scheme '%s' (%s, or all)\n", residual,
+                residual_names(names, sizeof names, ", ", NULL));
+        return 1;
+    }
     Config probe;  // refuse a bad scheme before timing anything
     config_preset(preset, &probe);
     for (int i = 0; i < n; i++) {
@@ -177,14 +186,14 @@ int cmd_bench(int argc, char **argv) {
         snprintf(probe.attnres_mode, sizeof probe.attnres_mode, "%s", list[i].mode);
         probe.attnres_num_heads = list[i].heads;
         probe.attnres_num_blocks = list[i].blocks;
-        if (config_validate(&probe, "bench options") || !residual_find(list[i].mode)) {
-            fprintf(stderr, "error: %s\n", residual_find(list[i].mode) ? mhar_error() : "unknown residual scheme");
+        if (config_validate(&probe, "bench options")) {
+            fprintf(stderr, "error: %s\n", mhar_error());
             return 1;
         }
     }
     // The children are forked before this process starts any OpenMP or
     // OpenBLAS threads: libgomp does not survive a fork after its first use.
-    double fpt[6] = {0};  // model FLOPs per token of each scheme
+    double fpt[32] = {0};  // model FLOPs per token of each scheme
     double *tok = calloc((size_t)n * repeat, sizeof(double)), *mem = calloc((size_t)n * repeat, sizeof(double));
     for (int k = 0; k < repeat; k++)
         for (int i = 0; i < n; i++) {

@@ -1,22 +1,13 @@
 // mhar convert: a baseline run -> a delta_mh model that computes the same
-// logits (SPEC §2.7). Every base tensor is copied; the scheme's tensors take
-// their identity init (res_alpha 0, so x_s = r exactly). Before anything is
-// written the two models run a probe batch and their logits must agree bit
-// for bit. The output directory appears whole or not at all: it is built as
-// a temporary sibling and renamed into place.
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
+// logits (src/train/convert.h).
 #include <stdio.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "args.h"
 #include "commands.h"
-#include "model/model.h"
+#include "train/convert.h"
+#include "util/common.h"
 
 static const char *usage =
     "usage: mhar convert --run BASE --out DIR [--route-heads H] [--route-blocks N]\n\n"
@@ -28,171 +19,36 @@ static const char *usage =
     "(default 8) must divide hidden_size; N blocks (default min(8, layers)).\n"
     "DIR must not exist (or be empty); it is written atomically.";
 
-// A directory that does not exist, or exists and is empty, may become DIR.
-static int check_out(const char *out) {
-    struct stat sb;
-    if (stat(out, &sb) != 0) {
-        if (errno == ENOENT) return MHAR_OK;
-        return mhar_fail("%s: cannot check the output directory: %s", out, strerror(errno));
-    }
-    if (!S_ISDIR(sb.st_mode)) return mhar_fail("%s already exists and is not a directory", out);
-    DIR *d = opendir(out);
-    if (!d) return mhar_fail("%s: cannot read: %s", out, strerror(errno));
-    int empty = 1;
-    for (struct dirent *e; empty && (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-    closedir(d);
-    return empty ? MHAR_OK : mhar_fail("%s already exists and is not empty; choose a new --out", out);
-}
-
-// The converted config: the base's, with the delta_mh keys.
-static int delta_config(const Config *base, const char *run, int H, int N, Config *c) {
-    if (strcmp(base->attnres_mode, "baseline") != 0)
-        return mhar_fail("%s: attnres_mode is '%s'; convert takes a baseline run (the standard "
-                         "residual stream that delta_mh keeps)", run, base->attnres_mode);
-    int d = base->hidden_size, L = base->num_hidden_layers;
-    if (d % H != 0)
-        return mhar_fail("--route-heads %d does not divide hidden_size %d of %s (routing heads own "
-                         "equal slices of the width)", H, d, run);
-    if (N > L) return mhar_fail("--route-blocks %d is more than the %d layers of %s", N, L, run);
-    *c = *base;
-    snprintf(c->attnres_mode, sizeof c->attnres_mode, "delta_mh");
-    c->attnres_num_heads = H;
-    c->attnres_num_blocks = N;
-    return config_validate(c, "converted config");
-}
-
-// Base tensors by name; the rest must be the scheme's constant-init tensors.
-static int copy_weights(const Model *base, Model *conv) {
-    int copied = 0;
-    for (int i = 0; i < conv->table.n; i++) {
-        const ParamInfo *p = &conv->table.p[i];
-        float *dst = conv->params + p->offset;
-        int j = ptable_find(&base->table, p->name);
-        if (j >= 0) {
-            const ParamInfo *b = &base->table.p[j];
-            if (b->numel != p->numel)
-                return mhar_fail("tensor '%s': %zu values in the base, %zu in the converted model", p->name,
-                                 b->numel, p->numel);
-            memcpy(dst, base->params + b->offset, sizeof(float) * p->numel);
-            copied++;
-        } else if (p->init == INIT_ZEROS || p->init == INIT_ONES) {
-            for (size_t k = 0; k < p->numel; k++) dst[k] = p->init == INIT_ONES ? 1.0f : 0.0f;
-        } else {
-            return mhar_fail("tensor '%s' is neither in the base nor constant-initialised (a bug)", p->name);
-        }
-    }
-    if (copied != base->table.n)
-        return mhar_fail("%d of the base's %d tensors found in the converted model (a bug)", copied,
-                         base->table.n);
-    return MHAR_OK;
-}
-
-// Both models on one probe batch: the logits must be bit-identical.
-static int check_identity(Model *base, Model *conv) {
-    const Config *c = &base->cfg;
-    int T = c->max_position_embeddings < 64 ? c->max_position_embeddings : 64, B = 2;
-    int tokens[128];
-    for (int i = 0; i < B * T; i++) tokens[i] = (int)((i * 7919u + 13u) % (unsigned)c->vocab_size);
-    if (model_alloc_acts(base, B, T) || model_alloc_acts(conv, B, T)) return MHAR_ERR;
-    model_forward(base, tokens, NULL);
-    model_forward(conv, tokens, NULL);
-    size_t n = (size_t)B * T * c->vocab_size;
-    if (memcmp(base->logits, conv->logits, n * sizeof(float)) != 0)
-        return mhar_fail("the converted model's logits differ from the base's on the probe batch (a bug); "
-                         "nothing written");
-    return MHAR_OK;
-}
-
-static void remove_tmp(const char *tmp) {
-    char path[4200];
-    if (!path_join(path, sizeof path, tmp, "model.safetensors")) unlink(path);
-    if (!path_join(path, sizeof path, tmp, "config.json")) unlink(path);
-    rmdir(tmp);
-}
-
-// fsync the directory that holds path, so the rename survives a crash.
-static void sync_parent(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) { fsync(fd); close(fd); }  // best effort: the data is already durable
-}
-
-// DIR.tmp.PID gets both files (each written atomically), then becomes DIR.
-static int write_atomically(const Model *m, const char *out) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid()) >= (int)sizeof tmp)
-        return mhar_fail("%s: path too long", out);
-    if (mkdir(tmp, 0755) != 0) return mhar_fail("%s: cannot create: %s", tmp, strerror(errno));
-    if (model_save(m, tmp)) { remove_tmp(tmp); return MHAR_ERR; }
-    if (rename(tmp, out) != 0) {
-        int err = errno;
-        remove_tmp(tmp);
-        return mhar_fail("%s: cannot move the converted model into place: %s", out, strerror(err));
-    }
-    sync_parent(out);
-    return MHAR_OK;
-}
-
-static int convert(const char *run, const char *out, int H, int N, int n_given) {
-    char path[4200];
-    Config base_cfg, cfg;
-    Model base = {0}, conv = {0};
-    // The mode first, so a non-baseline run is refused before its weights load.
-    if (path_join(path, sizeof path, run, "config.json") || config_load(path, &base_cfg)) return MHAR_ERR;
-    if (!n_given) N = base_cfg.num_hidden_layers < 8 ? base_cfg.num_hidden_layers : 8;
-    int rc = delta_config(&base_cfg, run, H, N, &cfg);
-    if (!rc) rc = check_out(out);
-    if (!rc) rc = model_load(&base, run);
-    if (!rc) rc = model_create(&conv, &cfg);
-    if (!rc) rc = copy_weights(&base, &conv);
-    if (!rc) rc = check_identity(&base, &conv);
-    if (!rc) rc = write_atomically(&conv, out);
-    if (!rc) {
-        size_t added = 0;
-        for (int i = 0; i < conv.table.n; i++)
-            if (ptable_find(&base.table, conv.table.p[i].name) < 0) added += conv.table.p[i].numel;
-        fprintf(stderr, "converted %s -> %s: delta_mh, %d routing heads, %d blocks of %d layers, "
-                        "%zu parameters added; logits bit-identical on the probe batch\n",
-                run, out, H, N, (cfg.num_hidden_layers + N - 1) / N, added);
-        cJSON *j = cJSON_CreateObject();  // the path may hold any character: let cJSON escape it
-        cJSON_AddStringToObject(j, "out", out);
-        cJSON_AddStringToObject(j, "attnres_mode", "delta_mh");
-        cJSON_AddNumberToObject(j, "attnres_num_heads", H);
-        cJSON_AddNumberToObject(j, "attnres_num_blocks", N);
-        cJSON_AddNumberToObject(j, "params_added", (double)added);
-        cJSON_AddBoolToObject(j, "logits_identical", 1);
-        char *text = cJSON_PrintUnformatted(j);
-        if (text) printf("%s\n", text);
-        cJSON_free(text);
-        cJSON_Delete(j);
-    }
-    if (base.params) model_free(&base);
-    if (conv.params) model_free(&conv);
-    return rc;
-}
-
 int cmd_convert(int argc, char **argv) {
     const char *run = NULL, *out = NULL;
-    int heads = 8, blocks = 0;
+    int heads = 0, blocks = 0;
     Flag flags[] = {
         {"run", FLAG_STR, &run, "baseline run directory (config.json + model.safetensors)", 0, 0, 0},
         {"out", FLAG_STR, &out, "output directory (created; must not exist or be empty)", 0, 0, 0},
         {"route-heads", FLAG_INT, &heads, "routing heads H, dividing hidden_size (default 8)", 1, 65536, 0},
         {"route-blocks", FLAG_INT, &blocks, "blocks N of ceil(L/N) layers (default min(8, L))", 1, 1024, 0},
     };
-    int n = sizeof flags / sizeof flags[0];
-    int r = args_parse(argc, argv, flags, n, usage);
+    int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
     if (r) return r > 0 ? 0 : 2;
     if (!run || !out) { fprintf(stderr, "error: --run and --out are required (see --help)\n"); return 2; }
-    if (convert(run, out, heads, blocks, args_flag(flags, n, "route-blocks")->given)) {
+    ConvertInfo info;
+    if (convert_to_delta_mh(run, out, heads, blocks, &info)) {
         fprintf(stderr, "error: %s\n", mhar_error());
         return 1;
     }
+    fprintf(stderr, "converted %s -> %s: %s, %d routing heads, %d blocks of %d layers, "
+                    "%zu parameters added; logits bit-identical on the probe batch\n",
+            run, out, info.mode, info.heads, info.blocks, info.block_layers, info.params_added);
+    cJSON *j = cJSON_CreateObject();  // the path may hold any character: let cJSON escape it
+    cJSON_AddStringToObject(j, "out", out);
+    cJSON_AddStringToObject(j, "attnres_mode", info.mode);
+    cJSON_AddNumberToObject(j, "attnres_num_heads", info.heads);
+    cJSON_AddNumberToObject(j, "attnres_num_blocks", info.blocks);
+    cJSON_AddNumberToObject(j, "params_added", (double)info.params_added);
+    cJSON_AddBoolToObject(j, "logits_identical", 1);
+    char *text = cJSON_PrintUnformatted(j);
+    if (text) printf("%s\n", text);
+    cJSON_free(text);
+    cJSON_Delete(j);
     return 0;
 }

@@ -34,22 +34,7 @@ static void remove_checkpoint_dir(const char *dir) {
 static char *state_to_json(const TrainState *st) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "step", st->step);
-    cJSON_AddNumberToObject(j, "steps", st->steps);
-    cJSON_AddNumberToObject(j, "warmup", st->warmup);
-    cJSON_AddNumberToObject(j, "batch", st->batch);
-    cJSON_AddNumberToObject(j, "seq", st->seq);
-    cJSON_AddNumberToObject(j, "accum", st->accum);
-    cJSON_AddNumberToObject(j, "eval_every", st->eval_every);
-    cJSON_AddNumberToObject(j, "eval_batches", st->eval_batches);
-    cJSON_AddNumberToObject(j, "save_every", st->save_every);
-    cJSON_AddNumberToObject(j, "max_bad_steps", st->max_bad_steps);
-    char lr[32], seed[32];
-    snprintf(lr, sizeof lr, "%.9g", st->lr);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
-    cJSON_AddRawToObject(j, "lr", lr);
-    cJSON_AddStringToObject(j, "seed", seed);  // a string: u64 does not fit a double
-    cJSON_AddStringToObject(j, "train", st->train_path);
-    cJSON_AddStringToObject(j, "val", st->val_path);
+    run_options_to_json(&st->opt, RUN_STATE, j);
     cJSON_AddNumberToObject(j, "data_epoch", st->data_epoch);
     cJSON_AddNumberToObject(j, "data_pos", st->data_pos);
     cJSON_AddNumberToObject(j, "bad_steps", st->bad_steps);
@@ -64,36 +49,20 @@ static int state_from_json(const char *path, const char *text, TrainState *st) {
     cJSON *j = cJSON_Parse(text);
     if (!j) return mhar_fail("%s: not valid JSON", path);
     memset(st, 0, sizeof *st);
-    double v[14];
-    const char *keys[14] = {"step", "steps", "warmup", "batch", "seq", "accum", "eval_every",
-                            "eval_batches", "save_every", "lr", "data_epoch", "data_pos", "bad_steps", "optimizer_step"};
-    // Fields stored as int are capped at 1e9 (the flags' own limit), so a
-    // corrupt value never overflows the conversion.
-    const double hi[14] = {1e15, 1e15, 1e15, 1 << 24, 1 << 24, 1 << 24, 1e9, 1e9, 1e9, 10, 1e15, 1e15, 1e15, 1e15};
+    run_options_default(&st->opt);
+    // progress counters
+    double v[6];
+    const char *keys[6] = {"step", "data_epoch", "data_pos", "bad_steps", "optimizer_step", "tokens_seen"};
+    const double hi[6] = {1e15, 1e15, 1e15, 1e15, 1e15, 1e30};
     int rc = MHAR_OK;
-    for (int i = 0; i < 14 && rc == MHAR_OK; i++) rc = json_get_double(j, path, keys[i], 1, 0, hi[i], &v[i]);
-    // Optional: checkpoints written before --max-bad-steps existed lack it.
-    double max_bad = TRAIN_MAX_BAD_STEPS;
-    if (rc == MHAR_OK) rc = json_get_double(j, path, "max_bad_steps", 0, 1, 1e9, &max_bad);
-    double tokens = 0;
-    char seed[32];
-    if (rc == MHAR_OK) rc = json_get_double(j, path, "tokens_seen", 1, 0, 1e30, &tokens);
-    if (rc == MHAR_OK) rc = json_get_string(j, path, "seed", 1, seed, sizeof seed);
-    if (rc == MHAR_OK) rc = json_get_string(j, path, "train", 1, st->train_path, sizeof st->train_path);
-    if (rc == MHAR_OK) rc = json_get_string(j, path, "val", 1, st->val_path, sizeof st->val_path);
+    for (int i = 0; i < 6 && rc == MHAR_OK; i++) rc = json_get_double(j, path, keys[i], 1, 0, hi[i], &v[i]);
+    if (rc == MHAR_OK) rc = run_options_from_json(j, RUN_STATE, path, &st->opt);
     cJSON_Delete(j);
     if (rc) return rc;
-    st->step = (long)v[0]; st->steps = (long)v[1]; st->warmup = (long)v[2];
-    st->batch = (int)v[3]; st->seq = (int)v[4]; st->accum = (int)v[5];
-    st->eval_every = (int)v[6]; st->eval_batches = (int)v[7]; st->save_every = (int)v[8];
-    st->lr = (float)v[9]; st->data_epoch = (long)v[10]; st->data_pos = (long)v[11];
-    st->bad_steps = (long)v[12]; st->opt_step = (long)v[13]; st->tokens_seen = tokens;
-    st->max_bad_steps = (long)max_bad;
-    char *end;
-    st->seed = strtoull(seed, &end, 10);
-    if (*end || !seed[0]) return mhar_fail("%s: field 'seed' is not an integer", path);
-    if (st->batch < 1 || st->seq < 1 || st->accum < 1 || st->step > st->steps)
-        return mhar_fail("%s: inconsistent training state (batch, seq, accum or step)", path);
+    st->step = (long)v[0]; st->data_epoch = (long)v[1]; st->data_pos = (long)v[2];
+    st->bad_steps = (long)v[3]; st->opt_step = (long)v[4]; st->tokens_seen = v[5];
+    if (st->step > st->opt.steps) return mhar_fail("%s: inconsistent training state (step %ld of %ld)", path,
+                                                   st->step, st->opt.steps);
     return MHAR_OK;
 }
 

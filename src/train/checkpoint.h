@@ -8,17 +8,10 @@
 #include <stdint.h>
 #include "../model/model.h"
 #include "optim.h"
-
-#define TRAIN_MAX_BAD_STEPS 5 // default of --max-bad-steps
+#include "run_options.h"
 
 typedef struct {
-    // the run's options (a resumed run continues with exactly these)
-    long steps, warmup;
-    int batch, seq, accum, eval_every, eval_batches, save_every;
-    long max_bad_steps;         // non-finite steps in a row that stop the run
-    float lr;
-    uint64_t seed;
-    char train_path[2048], val_path[2048];
+    RunOptions opt;             // the run's options (a resumed run continues with exactly these)
     // progress
     long step;                  // optimizer steps done
     long data_epoch, data_pos;  // loader position
@@ -31,4 +24,6 @@ int checkpoint_save(const char *dir, const Model *m, const AdamW *opt, const Tra
 // Load DIR/checkpoint into a fresh model and optimizer.
 int checkpoint_load(const char *dir, Model *m, AdamW *opt, TrainState *st);
 // Options and progress only (for --resume before the model is built).
+// state.json: "step", the options with RUN_STATE (run_options.c), then
+// data_epoch, data_pos, bad_steps, optimizer_step, tokens_seen.
 int checkpoint_load_state(const char *dir, TrainState *st);

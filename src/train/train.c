@@ -77,8 +77,8 @@ static int save(const char *dir, Model *m, AdamW *opt, TrainState *st, Loader *l
 
 int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
               const TokenFile *train, const TokenFile *val, long stop_at) {
-    const int B = st->batch, T = st->seq, tty = isatty(2);
-    const long max_bad = st->max_bad_steps > 0 ? st->max_bad_steps : TRAIN_MAX_BAD_STEPS;
+    const int B = st->opt.batch, T = st->opt.seq, tty = isatty(2);
+    const long max_bad = st->opt.max_bad_steps > 0 ? st->opt.max_bad_steps : TRAIN_MAX_BAD_STEPS;
     long saved_at = st->step > 0 ? st->step : -1;  // step of DIR/checkpoint (-1: none yet)
     char num[3][32];
     char path[MHAR_PATH_MAX];
@@ -95,7 +95,7 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
         }
     }
     Loader ld;
-    if (loader_init(&ld, train, T, st->seed) || loader_seek(&ld, st->data_epoch, st->data_pos)) {
+    if (loader_init(&ld, train, T, st->opt.seed) || loader_seek(&ld, st->data_epoch, st->data_pos)) {
         fclose(metrics);
         return MHAR_ERR;
     }
@@ -107,15 +107,15 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
     int rc = MHAR_OK;
     long first = st->step;
     double t_start = now_seconds();
-    while (st->step < st->steps && rc == MHAR_OK) {
+    while (st->step < st->opt.steps && rc == MHAR_OK) {
         double t0 = now_seconds();
-        float lr = lr_schedule(st->step, st->steps, st->warmup, st->lr);
+        float lr = lr_schedule(st->step, st->opt.steps, st->opt.warmup, (float)st->opt.lr);
         model_zero_grad(m);
         double loss = 0;
-        for (int k = 0; k < st->accum; k++) {
+        for (int k = 0; k < st->opt.accum; k++) {
             loader_next(&ld, B, inputs, targets);
-            loss += model_forward(m, inputs, targets) / st->accum;
-            model_backward(m, 1.0f / st->accum);
+            loss += model_forward(m, inputs, targets) / st->opt.accum;
+            model_backward(m, 1.0f / st->opt.accum);
         }
         double norm = grad_global_norm(m->ctx, m->grads, m->table.total);
         if (isfinite(loss) && isfinite(norm)) {
@@ -134,23 +134,23 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
                     st->step + 1, loss, norm);
         }
         st->step++;
-        double dt = now_seconds() - t0, tok_s = (double)B * T * st->accum / dt;
-        st->tokens_seen += (double)B * T * st->accum;
+        double dt = now_seconds() - t0, tok_s = (double)B * T * st->opt.accum / dt;
+        st->tokens_seen += (double)B * T * st->opt.accum;
         fprintf(metrics, "{\"step\":%ld,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
                 st->step, json_num(num[0], sizeof num[0], "%.6f", loss), lr,
                 json_num(num[1], sizeof num[1], "%.6g", norm), tok_s, st->tokens_seen);
         double avg = (now_seconds() - t_start) / (st->step - first);
         char eta[32];
-        format_eta(eta, sizeof eta, avg * (st->steps - st->step));
-        if (tty || st->step % 10 == 0 || st->step == st->steps)
+        format_eta(eta, sizeof eta, avg * (st->opt.steps - st->step));
+        if (tty || st->step % 10 == 0 || st->step == st->opt.steps)
             fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | ETA %s%s",
-                    tty ? "\r" : "", st->step, st->steps, loss, lr, norm, tok_s, eta, tty ? "   " : "\n");
-        int last = st->step == st->steps, stop_here = st->step == stop_at;
-        if (st->eval_every > 0 && (st->step % st->eval_every == 0 || last)) {
+                    tty ? "\r" : "", st->step, st->opt.steps, loss, lr, norm, tok_s, eta, tty ? "   " : "\n");
+        int last = st->step == st->opt.steps, stop_here = st->step == stop_at;
+        if (st->opt.eval_every > 0 && (st->step % st->opt.eval_every == 0 || last)) {
             long ntok;
             RouteStats rs;
             route_stats_init(&rs, &m->res);
-            double vl = evaluate(m, val, st->eval_batches, &ntok, &rs);
+            double vl = evaluate(m, val, st->opt.eval_batches, &ntok, &rs);
             if (routing) {
                 route_stats_write(&rs, routing, st->step, m->cfg.num_hidden_layers);
                 fflush(routing);
@@ -163,7 +163,7 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
         fflush(metrics);
         // A periodic checkpoint waits for a finite step, so a run that stops
         // on non-finite steps keeps the checkpoint of its last good one.
-        int periodic = st->save_every > 0 && st->step % st->save_every == 0 && st->bad_steps == 0;
+        int periodic = st->opt.save_every > 0 && st->step % st->opt.save_every == 0 && st->bad_steps == 0;
         if (last || stop_here || periodic || stop_signal) {
             rc = save(dir, m, opt, st, &ld);
             if (rc == MHAR_OK) saved_at = st->step;

@@ -1,0 +1,119 @@
+#include "launch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../data/default_data.h"
+#include "../data/tokens.h"
+#include "../residual/residual.h"
+#include "train.h"
+#include "../util/dir.h"
+
+// The model of a fresh run: the preset (vocabulary from the data) or the
+// config, then the scheme and its H and N as given. A routed scheme given
+// without H gets its registry default.
+static int build_config(const RunOptions *o, int data_vocab, Config *c) {
+    if (o->config[0]) {
+        if (config_load(o->config, c)) return MHAR_ERR;
+        if (c->vocab_size < data_vocab)
+            return mhar_fail("%s: vocab_size %d is smaller than the data's vocabulary %d", o->config,
+                             c->vocab_size, data_vocab);
+    } else {
+        if (config_preset(o->preset, c)) return MHAR_ERR;
+        c->vocab_size = data_vocab;
+    }
+    if (o->residual[0]) {
+        snprintf(c->attnres_mode, sizeof c->attnres_mode, "%s", o->residual);
+        const ResidualScheme *s = residual_find(o->residual);
+        if (s && residual_is_routed(s) && !o->heads) c->attnres_num_heads = s->default_heads;
+    }
+    if (o->heads) c->attnres_num_heads = o->heads;
+    if (o->blocks) c->attnres_num_blocks = o->blocks;
+    return config_validate(c, o->config[0] ? o->config : "command-line model options");
+}
+
+// A fresh run's token files: as given, or the default data built in
+// DIR/data/; recorded as absolute paths, so --resume works from any directory.
+static int fresh_data(const TrainLaunch *l, RunOptions *o) {
+    if (!o->train[0] != !o->val[0]) return mhar_fail("give both --train and --val (or neither for the built-in data)");
+    if (!o->train[0] && default_data_build(l->out, NULL, 0, o->train, sizeof o->train, o->val, sizeof o->val))
+        return MHAR_ERR;
+    char *t_abs = realpath(o->train, NULL), *v_abs = realpath(o->val, NULL);
+    int rc = (t_abs && copy_str(o->train, sizeof o->train, t_abs)) || (v_abs && copy_str(o->val, sizeof o->val, v_abs));
+    free(t_abs);
+    free(v_abs);
+    return rc ? mhar_fail("%s: the absolute path of a token file is too long", l->out) : MHAR_OK;
+}
+
+// A fresh model: the one in init_from (e.g. made by mhar convert), or a new
+// one at its initialisation; a fresh optimizer either way.
+static int fresh_model(const TrainLaunch *l, const TrainState *st, const TokenFile *train, const TokenFile *val,
+                       Model *m, AdamW *opt) {
+    const RunOptions *o = &st->opt;
+    if (l->init_from) {
+        if (model_load(m, l->init_from) || model_check_batch(&m->cfg, o->batch, o->seq)) return MHAR_ERR;
+        if (train->vocab_size > m->cfg.vocab_size || val->vocab_size > m->cfg.vocab_size)
+            return mhar_fail("token files have vocabulary %d/%d, the model in %s %d", train->vocab_size,
+                             val->vocab_size, l->init_from, m->cfg.vocab_size);
+        return adamw_init(opt, m->ctx, m->table.total);
+    }
+    int vocab = train->vocab_size > val->vocab_size ? train->vocab_size : val->vocab_size;
+    Config c;
+    if (build_config(o, vocab, &c) || model_check_batch(&c, o->batch, o->seq))  // before anything is allocated
+        return MHAR_ERR;
+    if (model_create(m, &c)) return MHAR_ERR;
+    model_init_weights(m, o->seed);
+    return adamw_init(opt, m->ctx, m->table.total);
+}
+
+int train_launch(const TrainLaunch *l) {
+    // Zeroed: every exit below frees them, whatever was allocated by then.
+    TrainState st = {0};
+    Model m = {0};
+    AdamW opt = {0};
+    TokenFile train = {0}, val = {0};
+    st.opt = l->opt;
+    char ck[4300];
+    if (mkdir_p(l->out)) return MHAR_ERR;
+    if (path_join(ck, sizeof ck, l->out, "checkpoint/state.json")) return MHAR_ERR;
+    int exists = access(ck, F_OK) == 0, rc = MHAR_OK;
+    if (l->resume) {
+        if (!exists) return mhar_fail("%s: no checkpoint to resume from", l->out);
+        // The options first: a flag that disagrees is refused before the weights load.
+        RunOptions kept;
+        rc = checkpoint_load_state(l->out, &st);
+        if (!rc) rc = run_options_resume(&st.opt, &l->opt, l->given);
+        kept = st.opt;
+        if (!rc) rc = checkpoint_load(l->out, &m, &opt, &st);
+        st.opt = kept;   // with what the resume rules let change
+        if (!rc) fprintf(stderr, "resuming %s at step %ld of %ld\n", l->out, st.step, st.opt.steps);
+    } else {
+        if (exists) return mhar_fail("%s already holds a run; use --resume or another --out", l->out);
+        rc = fresh_data(l, &st.opt);
+    }
+    if (!rc) rc = tokens_load(st.opt.train, &train);
+    if (!rc) rc = tokens_load(st.opt.val, &val);
+    if (!rc && !l->resume) rc = fresh_model(l, &st, &train, &val, &m, &opt);
+    else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size))
+        rc = mhar_fail("token files have vocabulary %d/%d, the model %d", train.vocab_size, val.vocab_size,
+                       m.cfg.vocab_size);
+    if (!rc) rc = model_alloc_acts(&m, st.opt.batch, st.opt.seq);
+    if (!rc) {
+        double params = 0;
+        for (int i = 0; i < m.table.n; i++) params += m.table.p[i].numel;
+        const char *from = l->init_from ? l->init_from : st.opt.config[0] ? st.opt.config : st.opt.preset;
+        fprintf(stderr, "model: %s, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d\n",
+                l->resume ? l->out : from, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
+                m.cfg.num_hidden_layers, st.opt.batch, st.opt.seq, st.opt.accum);
+        rc = train_run(l->out, &m, &opt, &st, &train, &val, l->stop_at);
+    }
+    model_free(&m);
+    adamw_free(&opt);
+    tokens_free(&train);
+    tokens_free(&val);
+    return rc;
+}
