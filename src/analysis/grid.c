@@ -12,6 +12,9 @@
 #include "../model/config.h"
 #include "../residual/residual.h"
 #include "../util/common.h"
+#include "../util/dir.h"
+#include "../util/json.h"
+#include "../util/sha256.h"
 
 // The grid's own keys; the recipe's are the run options with RUN_GRID.
 static const char *const TOP_KEYS[] = {"name", "preset", "schemes", "seeds", "train", "val", "manifest", "lr"};
@@ -89,19 +92,13 @@ static int get_list(const cJSON *j, const char *key, const char *path, int integ
 
 // path relative to base_dir unless absolute, made absolute (realpath when it exists).
 static int resolve(const char *base_dir, const char *p, char *out, size_t cap) {
-    char joined[4096];
+    char joined[MHAR_PATH_MAX];
     if (p[0] == '/') { if (copy_str(joined, sizeof joined, p)) return MHAR_ERR; }
     else if (path_join(joined, sizeof joined, base_dir, p)) return MHAR_ERR;
     char *abs = realpath(joined, NULL);
     int rc = copy_str(out, cap, abs ? abs : joined);
     free(abs);
     return rc;
-}
-
-static int file_exists(const char *p) {
-    FILE *f = fopen(p, "rb");
-    if (f) fclose(f);
-    return f != NULL;
 }
 
 typedef struct { char residual[16]; int heads[64], n_heads, blocks[64], n_blocks; } SchemeSpec;
@@ -183,7 +180,7 @@ int grid_load(const char *path, Grid *g) {
         return mhar_fail("%s: not a JSON object (see mhar sweep --help for the grid format)", path);
     }
     if (resolve(".", path, g->path, sizeof g->path)) { grid_free(g); return MHAR_ERR; }
-    char dir_buf[4096];
+    char dir_buf[MHAR_PATH_MAX];
     snprintf(dir_buf, sizeof dir_buf, "%s", g->path);
     const char *base = dirname(dir_buf);
     const cJSON *j = g->json;
@@ -240,22 +237,22 @@ int grid_load(const char *path, Grid *g) {
     if (!rc && tr) {
         rc = resolve(base, tr->valuestring, base_run.opt.train, sizeof base_run.opt.train);
         if (!rc) rc = resolve(base, va->valuestring, base_run.opt.val, sizeof base_run.opt.val);
-        if (!rc && !file_exists(base_run.opt.train)) rc = mhar_fail("%s: field 'train': %s: cannot open", path, base_run.opt.train);
-        if (!rc && !file_exists(base_run.opt.val)) rc = mhar_fail("%s: field 'val': %s: cannot open", path, base_run.opt.val);
+        if (!rc && !path_is_file(base_run.opt.train)) rc = mhar_fail("%s: field 'train': %s: cannot open", path, base_run.opt.train);
+        if (!rc && !path_is_file(base_run.opt.val)) rc = mhar_fail("%s: field 'val': %s: cannot open", path, base_run.opt.val);
     }
     if (!rc && man) {
         if (!cJSON_IsString(man)) rc = mhar_fail("%s: field 'manifest' must be a path", path);
         if (!rc) rc = resolve(base, man->valuestring, g->manifest, sizeof g->manifest);
-        if (!rc && !file_exists(g->manifest)) rc = mhar_fail("%s: field 'manifest': %s: cannot open", path, g->manifest);
+        if (!rc && !path_is_file(g->manifest)) rc = mhar_fail("%s: field 'manifest': %s: cannot open", path, g->manifest);
     } else if (!rc && tr) {
         // Where the corpus builder's manifest usually is: beside the token files,
         // in corpus/ beside them (mhar train's default data), or one directory up.
-        char d1[4096], d2[4096], cand[4200];
+        char d1[MHAR_PATH_MAX], d2[MHAR_PATH_MAX], cand[MHAR_PATH_MAX];
         snprintf(d1, sizeof d1, "%s", base_run.opt.train);
         snprintf(d2, sizeof d2, "%s", dirname(d1));
         const char *dirs[3] = {d1, d1, dirname(d2)}, *names[3] = {"manifest.json", "corpus/manifest.json", "manifest.json"};
         for (int i = 0; i < 3 && !g->manifest[0]; i++)
-            if (path_join(cand, sizeof cand, dirs[i], names[i]) == MHAR_OK && file_exists(cand))
+            if (path_join(cand, sizeof cand, dirs[i], names[i]) == MHAR_OK && path_is_file(cand))
                 rc = copy_str(g->manifest, sizeof g->manifest, cand);
     }
 
@@ -347,7 +344,7 @@ int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r) {
 }
 
 int sweep_run_progress(const char *dir, long *step, long *steps) {
-    char path[4300], *text;
+    char path[MHAR_PATH_MAX], *text;
     size_t n;
     *step = -1;
     *steps = 0;
@@ -363,28 +360,3 @@ int sweep_run_progress(const char *dir, long *step, long *steps) {
     return ok ? 0 : -1;
 }
 
-int sha256_file(const char *path, char hex[65]) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mhar_fail("%s: cannot open to hash", path);
-    Sha256 s;
-    sha256_init(&s);
-    static unsigned char buf[1 << 20];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&s, buf, n);
-    int err = ferror(f);
-    fclose(f);
-    if (err) return mhar_fail("%s: read error while hashing", path);
-    uint8_t d[32];
-    sha256_final(&s, d);
-    sha256_hex(d, hex);
-    return MHAR_OK;
-}
-
-cJSON *json_read_file(const char *path) {
-    char *text;
-    size_t n;
-    if (access(path, F_OK) != 0 || read_file(path, &text, &n)) return NULL;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    return j;
-}

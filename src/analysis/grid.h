@@ -26,6 +26,7 @@
 // manifest, manifest.json is looked for next to the train file, in corpus/
 // next to it (mhar train's default data) and one directory up.
 #pragma once
+#include "../util/common.h"
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
@@ -42,8 +43,8 @@ typedef struct {
 
 typedef struct {
     cJSON *json;                // the grid as read
-    char path[4096];            // the grid file, absolute
-    char manifest[4096];        // absolute, "" when none was given or found
+    char path[MHAR_PATH_MAX];            // the grid file, absolute
+    char manifest[MHAR_PATH_MAX];        // absolute, "" when none was given or found
     SweepRun *runs;             // in execution order: preset, seed, lr, scheme, H, blocks
     int n_runs;
     int n_lr;                   // learning rates in the grid (>1: lr is part of the run names)
@@ -70,8 +71,4 @@ int sweep_run_from_json(const cJSON *j, const char *origin, SweepRun *r);
 // checkpoint yet (*step = -1).
 int sweep_run_progress(const char *dir, long *step, long *steps);
 
-// A JSON file parsed, or NULL if it is missing or unreadable or not JSON.
-cJSON *json_read_file(const char *path);
 
-// SHA-256 of a file as 64 hex digits.
-int sha256_file(const char *path, char hex[65]);

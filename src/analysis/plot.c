@@ -111,7 +111,7 @@ static int write_script(const char *path, const Plot *p, const PlotSeries *s, in
 }
 
 int plot_draw(const Plot *p, const PlotSeries *s, int n_series) {
-    char path[4300], dat[300], gp[300], png[300];
+    char path[MHAR_PATH_MAX], dat[300], gp[300], png[300];
     snprintf(dat, sizeof dat, "%s.dat", p->name);
     snprintf(gp, sizeof gp, "%s.gp", p->name);
     snprintf(png, sizeof png, "%s.png", p->name);

@@ -52,7 +52,7 @@ void probe_site_name(int s, int L, char *out, size_t cap) {
 }
 
 static int read_run_state(const char *run, RunState *st) {
-    char path[4300], *text;
+    char path[MHAR_PATH_MAX], *text;
     size_t n;
     memset(st, 0, sizeof *st);
     if (path_join(path, sizeof path, run, "checkpoint/state.json") || access(path, F_OK) != 0 ||

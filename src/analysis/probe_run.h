@@ -8,6 +8,7 @@
 // The schemes it reads are those of the registry that route over full
 // depth (residual_is_routed, no blocks).
 #pragma once
+#include "../util/common.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <cjson/cJSON.h>
@@ -32,7 +33,7 @@ typedef struct {
 
 typedef struct {
     int width;                 // 1: width disagreement, 0: head deviation
-    char run[4096], mode[16], data[4096];
+    char run[MHAR_PATH_MAX], mode[16], data[MHAR_PATH_MAX];
     int heads, slices, draws, d;
     double tokens;             // held-out tokens read
     ProbeSite *sites;          // the 2L sites after the first

@@ -110,7 +110,7 @@ static void read_provenance(ReportRun *r, const cJSON *rec) {
 
 // Progress, metrics, the metric and its slope, probe.json.
 static void read_results(ReportRun *r) {
-    char path[4400];
+    char path[MHAR_PATH_MAX];
     long steps;
     if (sweep_run_progress(r->dir, &r->step, &steps) == 0) r->done = r->step >= steps;
     if (path_join(path, sizeof path, r->dir, "metrics.jsonl") == MHAR_OK && access(path, F_OK) == 0)
@@ -126,15 +126,15 @@ static void read_results(ReportRun *r) {
             free(xs);
         }
     }
-    if (path_join(path, sizeof path, r->dir, "probe.json") == MHAR_OK) r->probe = json_read_file(path);
+    if (path_join(path, sizeof path, r->dir, "probe.json") == MHAR_OK) r->probe = json_load_or_null(path);
 }
 
 // One run directory into r: 1 when loaded, 0 when left out (said on notes).
 static int load_run(ReportRun *r, const char *runs_dir, const char *name, FILE *notes) {
-    char path[4400];
+    char path[MHAR_PATH_MAX];
     memset(r, 0, sizeof *r);
     if (path_join(r->dir, sizeof r->dir, runs_dir, name) || path_join(path, sizeof path, r->dir, "run.json")) return 0;
-    cJSON *rec = json_read_file(path);
+    cJSON *rec = json_load_or_null(path);
     if (!rec) {
         if (notes) fprintf(notes, "note: %s: no readable run.json (not made by mhar sweep): left out\n", r->dir);
         return 0;
@@ -151,7 +151,7 @@ static int load_run(ReportRun *r, const char *runs_dir, const char *name, FILE *
 }
 
 static int load_runs(Report *rep, const char *dir, FILE *notes) {
-    char runs_dir[4300];
+    char runs_dir[MHAR_PATH_MAX];
     char **names = NULL;
     int n = 0;
     if (path_join(runs_dir, sizeof runs_dir, dir, "runs")) return MHAR_ERR;
@@ -227,8 +227,8 @@ int report_load(Report *rep, const char *dir, FILE *notes) {
     int rc = load_runs(rep, dir, notes);
     if (!rc && rep->n_runs == 0) rc = mhar_fail("%s/runs: no runs with a run.json yet", dir);
     if (!rc) rc = build_groups(rep);
-    char path[4300];
-    if (!rc && path_join(path, sizeof path, dir, "sweep.json") == MHAR_OK) rep->sweep = json_read_file(path);
+    char path[MHAR_PATH_MAX];
+    if (!rc && path_join(path, sizeof path, dir, "sweep.json") == MHAR_OK) rep->sweep = json_load_or_null(path);
     return rc;
 }
 
@@ -336,7 +336,7 @@ static int write_json(const Report *rep, const char *path) {
 
 int report_make(const char *dir, int plots, FILE *notes, ReportSummary *sum) {
     Report rep;
-    char md[4300], js[4300], plots_dir[4300];
+    char md[MHAR_PATH_MAX], js[MHAR_PATH_MAX], plots_dir[MHAR_PATH_MAX];
     memset(sum, 0, sizeof *sum);
     if (path_join(md, sizeof md, dir, "report.md") || path_join(js, sizeof js, dir, "report.json") ||
         path_join(plots_dir, sizeof plots_dir, dir, "plots"))

@@ -14,6 +14,7 @@
 // Which scheme is the reference, which route and which have heads comes
 // from the scheme registry (residual/residual.h), never from a list here.
 #pragma once
+#include "../util/common.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <cjson/cJSON.h>
@@ -23,7 +24,7 @@
 
 typedef struct {
     SweepRun r;                // run.json's settings
-    char dir[4300];
+    char dir[MHAR_PATH_MAX];
     int done;                  // finished its steps, with evaluations to report
     long step;                 // checkpoint step, -1 before the first checkpoint
     Metrics m;

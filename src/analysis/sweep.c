@@ -34,12 +34,14 @@
 #include "metrics.h"
 #include "stats.h"
 #include "../util/dir.h"
+#include "../util/json.h"
+#include "../util/sha256.h"
 
 enum { PENDING, RUNNING, DONE, FAILED, STOPPED };
 
 typedef struct {
     const SweepRun *run;
-    char dir[4200];
+    char dir[MHAR_PATH_MAX];
     int status;
     pid_t pid;
     double t0;
@@ -47,7 +49,7 @@ typedef struct {
 
 typedef struct {
     const char *out;
-    char exe[4096];
+    char exe[MHAR_PATH_MAX];
     const char *commit;
     int dirty;
     char manifest_sha[65], train_sha[65], val_sha[65];   // "" when absent
@@ -109,9 +111,9 @@ static int is_data(const RunOption *opt) {
 // A run directory made by an earlier invocation must have been made with
 // the same settings and data, or resuming it would mix two experiments.
 static int check_existing(const Sweep *sw, const Job *j) {
-    char path[4300];
+    char path[MHAR_PATH_MAX];
     if (path_join(path, sizeof path, j->dir, "run.json") || access(path, F_OK) != 0) return MHAR_OK;
-    cJSON *rec = json_read_file(path);
+    cJSON *rec = json_load_or_null(path);
     if (!rec) return mhar_fail("%s: unreadable or not JSON; move the run directory away to restart it", path);
     SweepRun old;
     int rc = sweep_run_from_json(rec, path, &old);
@@ -142,9 +144,9 @@ static int check_existing(const Sweep *sw, const Job *j) {
 
 // In the child, before exec: record this start in run.json.
 static int record_start(const Sweep *sw, const Job *j, long from_step) {
-    char path[4300];
+    char path[MHAR_PATH_MAX];
     if (path_join(path, sizeof path, j->dir, "run.json")) return MHAR_ERR;
-    cJSON *rec = json_read_file(path);
+    cJSON *rec = json_load_or_null(path);
     if (!rec) {   // the first start: the run's settings and provenance
         rec = sweep_run_to_json(j->run);
         cJSON_AddStringToObject(rec, "commit", sw->commit);
@@ -174,7 +176,7 @@ static int record_start(const Sweep *sw, const Job *j, long from_step) {
 
 // The child: log, lock, decide fresh/resume under the lock, exec `mhar train`.
 static void child(const Sweep *sw, const Job *j, pid_t parent, const sigset_t *old_mask) {
-    char path[4300];
+    char path[MHAR_PATH_MAX];
     signal(SIGINT, SIG_DFL);   // the parent blocked both around fork: no handler of its runs here
     signal(SIGTERM, SIG_DFL);
     sigprocmask(SIG_SETMASK, old_mask, NULL);
@@ -221,9 +223,9 @@ static void child(const Sweep *sw, const Job *j, pid_t parent, const sigset_t *o
 }
 
 static int write_sweep_json(const Sweep *sw, const Job *jobs, int n, int jobs_n, const char *grid_file) {
-    char path[4300];
+    char path[MHAR_PATH_MAX];
     if (path_join(path, sizeof path, sw->out, "sweep.json")) return MHAR_ERR;
-    cJSON *old = json_read_file(path), *j = cJSON_CreateObject();
+    cJSON *old = json_load_or_null(path), *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "grid_file", grid_file);
     cJSON_AddItemToObject(j, "grid", cJSON_Duplicate(sw->grid->json, 1));
     cJSON_AddStringToObject(j, "commit", sw->commit);
@@ -278,7 +280,7 @@ static int save_grid(const Grid *g, const char *out) {
     }
     if (cJSON_GetObjectItemCaseSensitive(j, "manifest"))
         cJSON_ReplaceItemInObjectCaseSensitive(j, "manifest", cJSON_CreateString(g->manifest));
-    char path[4300];
+    char path[MHAR_PATH_MAX];
     int rc = path_join(path, sizeof path, out, "grid.json");
     if (!rc) rc = write_json(path, j);
     cJSON_Delete(j);
@@ -286,7 +288,7 @@ static int save_grid(const Grid *g, const char *out) {
 }
 
 static void report_finish(Job *j, int idx, int n, int exit_ok) {
-    char t[32], path[4300];
+    char t[32], path[MHAR_PATH_MAX];
     format_time(t, sizeof t, now_seconds() - j->t0);
     long step;
     if (run_finished(j, &step)) {
@@ -322,10 +324,10 @@ int sweep_execute(const SweepOptions *so, SweepOutcome *outcome) {
     Sweep sw = {.out = out, .commit = so->commit, .dirty = so->dirty};
     Grid g = {0};
     Job *jobs = NULL;
-    char saved_grid[4300];
+    char saved_grid[MHAR_PATH_MAX];
     int rc = mkdir_p(out), lock = -1;
     if (!rc) {
-        char p[4300];
+        char p[MHAR_PATH_MAX];
         rc = path_join(p, sizeof p, out, "runs");
         if (!rc) rc = mkdir_p(p);
         if (!rc) rc = path_join(p, sizeof p, out, ".sweep.lock");

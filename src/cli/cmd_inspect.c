@@ -59,7 +59,7 @@ int cmd_inspect(int argc, char **argv) {
     int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
     if (r) return r > 0 ? 0 : 2;
     if (!run) { fprintf(stderr, "error: --run DIR is required (see --help)\n"); return 2; }
-    char path[4200], *text = NULL;
+    char path[MHAR_PATH_MAX], *text = NULL;
     size_t n;
     if (path_join(path, sizeof path, run, "routing.jsonl") || read_file(path, &text, &n)) {
         fprintf(stderr, "error: %s (only attnres, mhar and block runs record routing)\n", mhar_error());

@@ -53,7 +53,7 @@ int cmd_probe(int argc, char **argv) {
         return 1;
     }
     probe_result_print(stdout, &res);
-    char *line, path[4200];
+    char *line, path[MHAR_PATH_MAX];
     int rc = probe_result_save(&res, json, &line, path, sizeof path);
     if (!rc && path[0]) fprintf(stderr, "wrote %s\n", path);
     if (line) printf("%s\n", line);

@@ -50,7 +50,7 @@ static int train(int argc, char **argv) {
     if (!corpus || !out) { fprintf(stderr, "error: --corpus and --out are required (see --help)\n"); return 2; }
     int pat = pattern_by_name(pattern);
     if (!pat) { fprintf(stderr, "error: --pattern %s: expected llama3, gpt2 or qwen2\n", pattern); return 2; }
-    char dir[4096];
+    char dir[MHAR_PATH_MAX];
     if (path_join(dir, sizeof dir, corpus, "train")) return fail();
     FileList fl;
     int rc = filelist_scan(dir, &fl);

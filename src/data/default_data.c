@@ -17,7 +17,7 @@
 // The tokenizer of `mhar tokenizer train --corpus DIR`: trained on the
 // corpus's training split (DIR/train), <|endoftext|> as its special token.
 static int train_tokenizer(const char *corpus, int vocab, const char *out) {
-    char dir[4200];
+    char dir[MHAR_PATH_MAX];
     FileList fl;
     if (path_join(dir, sizeof dir, corpus, "train") || filelist_scan(dir, &fl)) return MHAR_ERR;
     const char *special[] = {CORPUS_SEPARATOR};
@@ -34,7 +34,7 @@ static int train_tokenizer(const char *corpus, int vocab, const char *out) {
 
 int default_data_build(const char *dir, const char *stdlib_dir, int vocab, char *train, size_t train_cap,
                        char *val, size_t val_cap) {
-    char data_dir[4096], corpus[4200], tok[4200];
+    char data_dir[MHAR_PATH_MAX], corpus[MHAR_PATH_MAX], tok[MHAR_PATH_MAX];
     if (path_join(data_dir, sizeof data_dir, dir, "data") || path_join(train, train_cap, data_dir, "train.bin") ||
         path_join(val, val_cap, data_dir, "val.bin") || path_join(corpus, sizeof corpus, data_dir, "corpus") ||
         path_join(tok, sizeof tok, data_dir, "tokenizer.bpe"))

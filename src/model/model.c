@@ -400,7 +400,7 @@ const float *model_decode_step(Model *m, KVCache *kv, int token, int pos) {
 // Load / save a run directory (config.json + model.safetensors)
 
 int model_load(Model *m, const char *dir) {
-    char path[4096];
+    char path[MHAR_PATH_MAX];
     Config cfg;
     memset(m, 0, sizeof *m);
     if (path_join(path, sizeof path, dir, "config.json")) return MHAR_ERR;
@@ -411,7 +411,7 @@ int model_load(Model *m, const char *dir) {
 }
 
 int model_save(const Model *m, const char *dir) {
-    char path[4096];
+    char path[MHAR_PATH_MAX];
     if (path_join(path, sizeof path, dir, "model.safetensors")) return MHAR_ERR;
     if (safetensors_save(path, &m->table, m->params)) return MHAR_ERR;
     if (path_join(path, sizeof path, dir, "config.json")) return MHAR_ERR;

@@ -96,7 +96,7 @@ static int check_identity(Model *base, Model *conv) {
 }
 
 static void remove_tmp(const char *tmp) {
-    char path[4200];
+    char path[MHAR_PATH_MAX];
     if (!path_join(path, sizeof path, tmp, "model.safetensors")) unlink(path);
     if (!path_join(path, sizeof path, tmp, "config.json")) unlink(path);
     rmdir(tmp);
@@ -104,7 +104,7 @@ static void remove_tmp(const char *tmp) {
 
 // DIR.tmp.PID gets both files (each written atomically), then becomes DIR.
 static int write_atomically(const Model *m, const char *out) {
-    char tmp[4200];
+    char tmp[MHAR_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid()) >= (int)sizeof tmp)
         return mhar_fail("%s: path too long", out);
     if (mkdir(tmp, 0755) != 0) return mhar_fail("%s: cannot create: %s", tmp, strerror(errno));
@@ -118,7 +118,7 @@ static int write_atomically(const Model *m, const char *out) {
 }
 
 int convert_to_delta_mh(const char *run, const char *out, int heads, int blocks, ConvertInfo *info) {
-    char path[4200];
+    char path[MHAR_PATH_MAX];
     Config base_cfg, cfg;
     Model base = {0}, conv = {0};
     memset(info, 0, sizeof *info);

@@ -77,7 +77,7 @@ int train_launch(const TrainLaunch *l) {
     AdamW opt = {0};
     TokenFile train = {0}, val = {0};
     st.opt = l->opt;
-    char ck[4300];
+    char ck[MHAR_PATH_MAX];
     if (mkdir_p(l->out)) return MHAR_ERR;
     if (path_join(ck, sizeof ck, l->out, "checkpoint/state.json")) return MHAR_ERR;
     int exists = access(ck, F_OK) == 0, rc = MHAR_OK;

@@ -133,3 +133,9 @@ int json_load(const char *path, cJSON **out) {
     free(text);
     return rc;
 }
+
+cJSON *json_load_or_null(const char *path) {
+    cJSON *j = NULL;
+    if (json_load(path, &j) != MHAR_OK) return NULL;
+    return j;
+}

@@ -36,3 +36,6 @@ int json_bool_or(const cJSON *obj, const char *key, int dflt);
 int json_parse(const char *text, size_t n, const char *file, cJSON **out);
 // read_file + json_parse.
 int json_load(const char *path, cJSON **out);
+// The JSON value in path, or NULL when it is absent, unreadable or not JSON:
+// for optional files (a run's probe.json, a sweep's records).
+cJSON *json_load_or_null(const char *path);

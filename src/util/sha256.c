@@ -1,6 +1,9 @@
 #include "sha256.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "common.h"
 
 // FIPS 180-4, section 6.2. Round constants: the first 32 bits of the
 // fractional parts of the cube roots of the first 64 primes.
@@ -94,3 +97,21 @@ void sha256_hex(const uint8_t d[32], char hex[65]) {
     }
     hex[64] = '\0';
 }
+
+int sha256_file(const char *path, char hex[65]) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mhar_fail("%s: cannot open to hash", path);
+    Sha256 s;
+    sha256_init(&s);
+    unsigned char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&s, buf, n);
+    int err = ferror(f);
+    fclose(f);
+    if (err) return mhar_fail("%s: read error while hashing", path);
+    uint8_t d[32];
+    sha256_final(&s, d);
+    sha256_hex(d, hex);
+    return MHAR_OK;
+}
+

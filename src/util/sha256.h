@@ -14,3 +14,5 @@ void sha256_update(Sha256 *s, const void *data, size_t n);
 void sha256_final(Sha256 *s, uint8_t digest[32]);
 void sha256(const void *data, size_t n, uint8_t digest[32]);
 void sha256_hex(const uint8_t digest[32], char hex[65]);
+// The hex SHA-256 of a whole file; MHAR_ERR (naming the file) if it cannot be read.
+int sha256_file(const char *path, char hex[65]);
