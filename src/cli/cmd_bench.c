@@ -4,17 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
-#include "../kernels/ops.h"
-#include "data/synth.h"
-#include "model/model.h"
+#include "analysis/bench.h"
+#include "model/config.h"
 #include "residual/residual.h"
-#include "train/optim.h"
+#include "util/median.h"
 
 static const char *usage =
     "usage: mhar bench [--preset P] [--residual R|all] [--batch B --seq T --steps N --repeat K]\n\n"
@@ -26,126 +22,6 @@ static const char *usage =
     "--repeat K interleaves K rounds of all schemes and takes medians.\n"
     "--torch also times HF transformers' Qwen3 (PyTorch eager, fp32) on the\n"
     "same shape via tools/bench_torch.py. The last line is a JSON object.";
-
-typedef struct { const char *name, *mode; int heads, blocks; } Scheme;
-typedef struct { double tok_s, peak_mb; } Sample;
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// The machine's sgemm rate through the model's own matmul op: median of 5
-// square 2048³ products (GFLOP/s).
-static double measure_sgemm(void) {
-    const int n = 2048;
-    OpsContext *ctx = ops_open();
-    if (!ctx) return 0;
-    float *a = ops_alloc(ctx, sizeof(float) * n * n), *b = ops_alloc(ctx, sizeof(float) * n * n);
-    float *c = ops_alloc(ctx, sizeof(float) * n * n);
-    double t[5] = {0};
-    if (a && b && c) {
-        for (size_t i = 0; i < (size_t)n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
-        matmul_forward(ctx, c, a, b, n, n, n);  // warm-up
-        for (int r = 0; r < 5; r++) {
-            double t0 = now_seconds();
-            matmul_forward(ctx, c, a, b, n, n, n);
-            ops_sync(ctx);
-            t[r] = now_seconds() - t0;
-        }
-    }
-    ops_free(ctx, a); ops_free(ctx, b); ops_free(ctx, c);
-    ops_close(ctx);
-    return t[0] > 0 ? 2.0 * n * n * n / median(t, 5) / 1e9 : 0;
-}
-
-static int build(Model *m, AdamW *opt, const char *preset, const Scheme *s, int vocab, int B, int T) {
-    Config c;
-    if (config_preset(preset, &c)) return MHAR_ERR;
-    c.vocab_size = vocab;
-    snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", s->mode);
-    c.attnres_num_heads = s->heads;
-    c.attnres_num_blocks = s->blocks;
-    if (model_create(m, &c)) return MHAR_ERR;
-    model_init_weights(m, 1);
-    if (adamw_init(opt, m->ctx, m->table.total)) return MHAR_ERR;
-    return model_alloc_acts(m, B, T);
-}
-
-// In the child: the median tokens/s of `steps` timed training steps.
-static double time_steps(const char *preset, const Scheme *s, int vocab, int B, int T, int steps, double *flops) {
-    Model m;
-    AdamW opt = {0};
-    memset(&m, 0, sizeof m);
-    if (build(&m, &opt, preset, s, vocab, B, T)) return -1;
-    size_t n = (size_t)B * T + 1;
-    int *tok = mhar_alloc(sizeof(int) * n);
-    double *t = mhar_alloc(sizeof(double) * steps);
-    synth_tokens(tok, n, vocab, "random", 7);
-    for (int i = -1; i < steps; i++) {  // one untimed warm-up step
-        double t0 = now_seconds();
-        model_zero_grad(&m);
-        model_forward(&m, tok, tok + 1);
-        model_backward(&m, 1.0f);
-        adamw_step(&opt, m.params, m.grads, grad_global_norm(m.ctx, m.grads, m.table.total), 1e-4f);
-        if (i >= 0) t[i] = now_seconds() - t0;
-    }
-    *flops = model_train_flops_per_token(&m, T);
-    double tok_s = B * T / median(t, steps);
-    mhar_free(tok); mhar_free(t);
-    adamw_free(&opt);
-    model_free(&m);
-    return tok_s;
-}
-
-// Run one scheme in a child; its peak RSS comes from wait4.
-static int run_child(const char *preset, const Scheme *s, int vocab, int B, int T, int steps,
-                     Sample *out, double *flops) {
-    int fd[2];
-    if (pipe(fd)) return mhar_fail("pipe failed");
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return mhar_fail("fork failed");
-    if (pid == 0) {
-        close(fd[0]);
-        double res[2];
-        res[0] = time_steps(preset, s, vocab, B, T, steps, &res[1]);
-        if (res[0] < 0) fprintf(stderr, "error: %s: %s\n", s->name, mhar_error());
-        ssize_t w = write(fd[1], res, sizeof res);
-        _exit(w == sizeof res && res[0] > 0 ? 0 : 1);
-    }
-    close(fd[1]);
-    double res[2] = {0, 0};
-    ssize_t got = read(fd[0], res, sizeof res);
-    close(fd[0]);
-    int status;
-    struct rusage ru;
-    wait4(pid, &status, 0, &ru);
-    if (got != sizeof res || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || res[0] <= 0)
-        return mhar_fail("scheme %s failed", s->name);
-    out->tok_s = res[0];
-    out->peak_mb = ru.ru_maxrss / 1024.0;
-    *flops = res[1];
-    return MHAR_OK;
-}
-
-// tools/bench_torch.py on the same shape: its last line is {"tok_per_s": ...}.
-static double torch_tok_s(const char *preset, int vocab, int B, int T, int steps) {
-    char cmd[512], line[512], last[512] = "";
-    snprintf(cmd, sizeof cmd, "python3 tools/bench_torch.py --preset %s --vocab %d --batch %d --seq %d --steps %d",
-             preset, vocab, B, T, steps);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    while (fgets(line, sizeof line, p)) memcpy(last, line, sizeof line);
-    if (pclose(p) != 0) return -1;
-    const char *k = strstr(last, "\"tok_per_s\":");
-    return k ? atof(k + 12) : -1;
-}
 
 int cmd_bench(int argc, char **argv) {
     const char *preset = "micro", *residual = "baseline";
@@ -166,12 +42,12 @@ int cmd_bench(int argc, char **argv) {
     if (r) return r > 0 ? 0 : 2;
     // all: every scheme that trains from a fresh init, in registry order; H
     // and N only where the scheme takes them.
-    Scheme list[32];
+    BenchScheme list[32];
     int n = 0;
     for (int i = 0; i < residual_count() && n < 32; i++) {
         const ResidualScheme *s = residual_at(i);
         if (strcmp(residual, "all") ? strcmp(residual, s->name) != 0 : !s->from_scratch) continue;
-        list[n++] = (Scheme){s->name, s->name, s->heads == HEADS_ANY ? heads : 1, s->needs_blocks ? blocks : 0};
+        list[n++] = (BenchScheme){s->name, s->name, s->heads == HEADS_ANY ? heads : 1, s->needs_blocks ? blocks : 0};
     }
     if (!n) {
         char names[256];
@@ -197,8 +73,8 @@ int cmd_bench(int argc, char **argv) {
     double *tok = calloc((size_t)n * repeat, sizeof(double)), *mem = calloc((size_t)n * repeat, sizeof(double));
     for (int k = 0; k < repeat; k++)
         for (int i = 0; i < n; i++) {
-            Sample s = {0, 0};
-            if (run_child(preset, &list[i], vocab, batch, seq, steps, &s, &fpt[i])) {
+            BenchSample s = {0, 0};
+            if (bench_scheme(preset, &list[i], vocab, batch, seq, steps, &s, &fpt[i])) {
                 fprintf(stderr, "error: %s\n", mhar_error());
                 return 1;
             }
@@ -206,8 +82,8 @@ int cmd_bench(int argc, char **argv) {
             mem[i * repeat + k] = s.peak_mb;
             fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB\n", k + 1, list[i].name, s.tok_s, s.peak_mb);
         }
-    double sgemm = measure_sgemm();
-    double torch_tok = torch ? torch_tok_s(preset, vocab, batch, seq, steps) : -1;
+    double sgemm = bench_sgemm_gflops();
+    double torch_tok = torch ? bench_torch_tok_s(preset, vocab, batch, seq, steps) : -1;
     if (torch && torch_tok <= 0) fprintf(stderr, "warning: the PyTorch comparison failed (tools/bench_torch.py)\n");
     printf("%-12s %10s %12s %8s %9s %9s %9s\n", "scheme", "tok/s", "model GF/s", "mfu", "peak MB", "tok/base", "mem/base");
     double base_tok = median(tok, repeat), base_mem = median(mem, repeat);
