@@ -672,6 +672,60 @@ static void test_shards(void) {
     bpe_free(&b);
 }
 
+static const char *tfile(const char *name) {  // tmpdir/name; the last 4 stay valid
+    static char buf[4][512];
+    static int k;
+    char *p = buf[k++ % 4];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static void put(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(data, 1, n, f) != n)) { perror(path); exit(2); }
+    fclose(f);
+}
+
+// The library behind `mhar tokenizer train` and `encode`: a corpus
+// directory's train/ split is preferred to its top level, and a text file
+// encodes to a token file's ids (padding, refusals).
+static void test_corpus_and_file(void) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", tfile("corpus_dir"));
+    mkdir(dir, 0777);
+    mkdir(tfile("corpus_dir/train"), 0777);
+    put(tfile("corpus_dir/top.txt"), "zzzz zzzz zzzz zzzz", 19);
+    put(tfile("corpus_dir/train/a.txt"), "abab abab abab abab", 19);
+    const char *special[] = {"<|endoftext|>"};
+    BpeTrainOptions o = {260, PAT_MHAR, special, 1, 0};
+    BpeTrainStats st;
+    Bpe b;
+    char used[512];
+    int rc = bpe_train_corpus(dir, &o, &b, &st, used, sizeof used);
+    CHECK(rc == MHAR_OK && strstr(used, "corpus_dir/train") && st.files == 1, "train_corpus_prefers_train_split",
+          "rc %d, read %s, %zu files: %s", rc, used, st.files, mhar_error());
+    if (rc) return;
+    IntVec ids = {0};
+    size_t n = 0;
+    put(tfile("one.txt"), "a", 1);
+    rc = bpe_encode_file(&b, tfile("one.txt"), 1, 0, &ids, &n);
+    CHECK(rc == MHAR_OK && ids.n == 2 && ids.v[1] == bpe_eot_id(&b) && n == 1, "encode_file_pads_one_token",
+          "rc %d, %zu ids", rc, ids.n);
+    ids.n = 0;
+    put(tfile("nul.txt"), "ab\0cd", 5);
+    rc = bpe_encode_file(&b, tfile("nul.txt"), 1, 0, &ids, &n);
+    CHECK(rc == MHAR_ERR && strstr(mhar_error(), "nul.txt") && strstr(mhar_error(), "offset 2"), "encode_file_refuses_nul",
+          "%s", mhar_error());
+    ids.n = 0;
+    rc = bpe_encode_file(&b, tfile("nul.txt"), 1, 1, &ids, &n);
+    CHECK(rc == MHAR_OK && ids.n >= 2 && n == 5, "encode_file_binary_ok", "rc %d: %s", rc, mhar_error());
+    put(tfile("empty.txt"), "", 0);
+    rc = bpe_encode_file(&b, tfile("empty.txt"), 1, 0, &ids, &n);
+    CHECK(rc == MHAR_ERR && strstr(mhar_error(), "empty"), "encode_file_refuses_empty", "%s", mhar_error());
+    intvec_free(&ids);
+    bpe_free(&b);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mhar_test_tokenizer.%d", (int)getpid());
     mkdir(tmpdir, 0777);
@@ -684,6 +738,7 @@ int main(void) {
     test_bad_files();
     test_wide_vocab();
     test_shards();
+    test_corpus_and_file();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);

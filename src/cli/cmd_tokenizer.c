@@ -50,20 +50,13 @@ static int train(int argc, char **argv) {
     if (!corpus || !out) { fprintf(stderr, "error: --corpus and --out are required (see --help)\n"); return 2; }
     int pat = pattern_by_name(pattern);
     if (!pat) { fprintf(stderr, "error: --pattern %s: expected llama3, gpt2 or qwen2\n", pattern); return 2; }
-    char dir[MHAR_PATH_MAX];
-    if (path_join(dir, sizeof dir, corpus, "train")) return fail();
-    FileList fl;
-    int rc = filelist_scan(dir, &fl);
-    if (rc) rc = filelist_scan(corpus, &fl);  // no train/ folder: the whole directory
-    else corpus = dir;
-    if (rc) return fail();
     const char *special[] = {"<|endoftext|>"};
     BpeTrainOptions o = {vocab, pat, special, 1, !quiet};
     BpeTrainStats st;
     Bpe b;
+    char used[MHAR_PATH_MAX];
     double t0 = now_seconds();
-    rc = bpe_train_files(&fl, &o, &b, &st);
-    filelist_free(&fl);
+    int rc = bpe_train_corpus(corpus, &o, &b, &st, used, sizeof used);
     if (rc) return fail();
     rc = bpe_save(out, &b);
     double secs = now_seconds() - t0;
@@ -71,7 +64,7 @@ static int train(int argc, char **argv) {
     if (b.vocab_size < vocab)
         fprintf(stderr, "warning: the corpus ran out of pairs: vocabulary %d, not %d\n", b.vocab_size, vocab);
     fprintf(stderr, "trained on %s: %zu files (%zu binary, %zu empty skipped), %.1f MB, %llu pieces (%llu distinct)\n",
-            corpus, st.files, st.skipped_binary, st.skipped_empty, st.bytes / 1e6, (unsigned long long)st.words,
+            used, st.files, st.skipped_binary, st.skipped_empty, st.bytes / 1e6, (unsigned long long)st.words,
             (unsigned long long)st.unique_words);
     printf("{\"vocab\": %d, \"merges\": %d, \"bytes\": %llu, \"files\": %zu, \"seconds\": %.2f, "
            "\"seconds_read\": %.2f, \"seconds_count\": %.2f, \"seconds_merge\": %.2f}\n",
@@ -105,32 +98,19 @@ static int encode(int argc, char **argv) {
     if (max_width == 3) { fprintf(stderr, "error: --max-width is 2 or 4\n"); return 2; }
     Bpe b;
     if (bpe_load(tok, &b)) return fail();
-    unsigned char *text = NULL;
-    size_t n = 0;
     IntVec ids = {0};
+    size_t n = 0;
     int rc = MHAR_OK;
     if (bpe_token_width(&b) > max_width)
         rc = mhar_fail("%s: a vocabulary of %d ids needs %d-byte tokens, more than --max-width %d", tok,
                        b.vocab_size, bpe_token_width(&b), max_width);
-    if (!rc) rc = read_all(in, &text, &n);
-    if (!rc && n == 0) rc = mhar_fail("%s: empty file, nothing to encode", in);
-    if (!rc && !binary && is_binary(text, n))
-        rc = mhar_fail("%s: not a text file (NUL byte at offset %zu); --binary encodes it anyway", in,
-                       (size_t)((unsigned char *)memchr(text, 0, n) - text));
-    double t0 = now_seconds(), secs = 0;
-    if (!rc) rc = bpe_encode(&b, text, n, !ordinary, &ids);
-    secs = now_seconds() - t0;
-    if (!rc && ids.n < 2) {
-        // A token file holds at least 2 tokens; pad a 1-token text with <|endoftext|>.
-        int eot = bpe_eot_id(&b);
-        if (eot < 0) rc = mhar_fail("%s: encodes to a single token; a token file needs 2", in);
-        else rc = intvec_push(&ids, &eot, 1);
-    }
+    double t0 = now_seconds();
+    if (!rc) rc = bpe_encode_file(&b, in, !ordinary, binary, &ids, &n);
+    double secs = now_seconds() - t0;
     if (!rc) rc = tokens_save(out, ids.v, ids.n, b.vocab_size);
     if (!rc)
         printf("{\"bytes\": %zu, \"tokens\": %zu, \"bytes_per_token\": %.3f, \"seconds\": %.3f, \"MB_per_s\": %.2f}\n",
                n, ids.n, (double)n / (double)ids.n, secs, n / 1e6 / (secs > 0 ? secs : 1e-9));
-    free(text);
     intvec_free(&ids);
     bpe_free(&b);
     return rc ? fail() : 0;

@@ -17,17 +17,13 @@
 // The tokenizer of `mhar tokenizer train --corpus DIR`: trained on the
 // corpus's training split (DIR/train), <|endoftext|> as its special token.
 static int train_tokenizer(const char *corpus, int vocab, const char *out) {
-    char dir[MHAR_PATH_MAX];
-    FileList fl;
-    if (path_join(dir, sizeof dir, corpus, "train") || filelist_scan(dir, &fl)) return MHAR_ERR;
+    char used[MHAR_PATH_MAX];
     const char *special[] = {CORPUS_SEPARATOR};
     BpeTrainOptions o = {vocab, PAT_MHAR, special, 1, 1};
     BpeTrainStats st;
     Bpe b;
-    int rc = bpe_train_files(&fl, &o, &b, &st);
-    filelist_free(&fl);
-    if (rc) return MHAR_ERR;
-    rc = bpe_save(out, &b);
+    if (bpe_train_corpus(corpus, &o, &b, &st, used, sizeof used)) return MHAR_ERR;
+    int rc = bpe_save(out, &b);
     bpe_free(&b);
     return rc;
 }

@@ -91,6 +91,10 @@ int bpe_encode_with(BpeEncoder *e, const unsigned char *text, size_t n, int spec
 // The same, cut into chunks at positions where the split is known not to
 // depend on what follows, encoded on all threads; same ids as one thread.
 int bpe_encode(const Bpe *b, const unsigned char *text, size_t n, int specials, IntVec *out);
+// Encode the text file at path for a token file: refused when empty, or
+// holding NUL bytes unless binary; a one-token text is padded with
+// <|endoftext|> (a token file holds at least 2). *bytes: the file's size.
+int bpe_encode_file(const Bpe *b, const char *path, int specials, int binary, IntVec *out, size_t *bytes);
 // The ids of one piece (no split, no specials): for tests and training.
 int bpe_encode_piece(BpeEncoder *e, const unsigned char *piece, size_t n, IntVec *out);
 

@@ -12,6 +12,7 @@
 #include "hash.h"
 #include "normalize.h"
 #include "pretokenize.h"
+#include "textfiles.h"
 
 // Cache limits: pieces longer than CACHE_MAX_PIECE bytes are rare and not
 // worth keeping; when an arena or the table fills, the cache starts over.
@@ -345,5 +346,24 @@ int bpe_encode(const Bpe *b, const unsigned char *s, size_t n, int specials, Int
     }
     free(part);
     free(cut);
+    return rc;
+}
+
+int bpe_encode_file(const Bpe *b, const char *path, int specials, int binary, IntVec *out, size_t *bytes) {
+    unsigned char *text = NULL;
+    size_t n = 0;
+    int rc = read_all(path, &text, &n);
+    if (!rc && n == 0) rc = mhar_fail("%s: empty file, nothing to encode", path);
+    if (!rc && !binary && is_binary(text, n))
+        rc = mhar_fail("%s: not a text file (NUL byte at offset %zu); --binary encodes it anyway", path,
+                       (size_t)((unsigned char *)memchr(text, 0, n) - text));
+    if (!rc) rc = bpe_encode(b, text, n, specials, out);
+    if (!rc && out->n < 2) {
+        int eot = bpe_eot_id(b);
+        if (eot < 0) rc = mhar_fail("%s: encodes to a single token; a token file needs 2", path);
+        else rc = intvec_push(out, &eot, 1);
+    }
+    free(text);
+    *bytes = n;
     return rc;
 }

@@ -630,3 +630,15 @@ int bpe_train_files(const FileList *files, const BpeTrainOptions *o, Bpe *out, B
     free(len);
     return rc;
 }
+
+int bpe_train_corpus(const char *corpus, const BpeTrainOptions *o, Bpe *out, BpeTrainStats *st, char *used,
+                     size_t cap) {
+    FileList fl;
+    if (path_join(used, cap, corpus, "train")) return MHAR_ERR;
+    if (filelist_scan(used, &fl)) {  // no train/ folder: the whole directory
+        if (copy_str(used, cap, corpus) || filelist_scan(corpus, &fl)) return MHAR_ERR;
+    }
+    int rc = bpe_train_files(&fl, o, out, st);
+    filelist_free(&fl);
+    return rc;
+}

@@ -32,3 +32,8 @@ int bpe_train_texts(const unsigned char *const *text, const size_t *len, size_t 
 // Train on files: binary files (NUL bytes) and empty files are skipped and
 // counted in st.
 int bpe_train_files(const FileList *files, const BpeTrainOptions *o, Bpe *out, BpeTrainStats *st);
+// Train on a corpus directory: its training split DIR/train when there is
+// one (mhar data corpus writes it), else every file of DIR. The directory
+// read goes into used[cap] for messages.
+int bpe_train_corpus(const char *corpus, const BpeTrainOptions *o, Bpe *out, BpeTrainStats *st, char *used,
+                     size_t cap);
