@@ -18,6 +18,7 @@
 #include "residual/residual.h"
 #include "stats.h"
 #include "util/common.h"
+#include "../util/json.h"
 
 typedef struct {
     int n_src;
@@ -51,20 +52,18 @@ void probe_site_name(int s, int L, char *out, size_t cap) {
     else snprintf(out, cap, "layers.%d.%s", s / 2, s % 2 ? "mlp" : "attn");
 }
 
+// Lenient: a field that is missing or out of range is left unset (the
+// caller then asks for --data or uses its defaults).
 static int read_run_state(const char *run, RunState *st) {
-    char path[MHAR_PATH_MAX], *text;
-    size_t n;
+    char path[MHAR_PATH_MAX];
     memset(st, 0, sizeof *st);
-    if (path_join(path, sizeof path, run, "checkpoint/state.json") || access(path, F_OK) != 0 ||
-        read_file(path, &text, &n))
-        return 0;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "val"), *b = cJSON_GetObjectItemCaseSensitive(j, "batch"),
-                *t = cJSON_GetObjectItemCaseSensitive(j, "seq");
-    if (cJSON_IsString(v)) snprintf(st->val, sizeof st->val, "%s", v->valuestring);
-    if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= (1 << 20)) st->batch = (int)b->valuedouble;
-    if (cJSON_IsNumber(t) && t->valuedouble >= 1 && t->valuedouble <= (1 << 20)) st->seq = (int)t->valuedouble;
+    if (path_join(path, sizeof path, run, "checkpoint/state.json") || access(path, F_OK) != 0) return 0;
+    cJSON *j = json_load_or_null(path);
+    if (!j) return 0;
+    snprintf(st->val, sizeof st->val, "%s", json_string_or(j, "val", ""));
+    double b = json_number_or(j, "batch", 0), t = json_number_or(j, "seq", 0);
+    if (b >= 1 && b <= (1 << 20)) st->batch = (int)b;
+    if (t >= 1 && t <= (1 << 20)) st->seq = (int)t;
     cJSON_Delete(j);
     return 1;
 }
