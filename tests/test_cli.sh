@@ -64,7 +64,7 @@ table=$($M inspect --run "$W/s_mhar" 2>&1)
 if grep -q "layers.5.mlp" <<<"$table" && grep -q "head3" <<<"$table" && grep -q "^final" <<<"$table"; then
     pass inspect_table
 else fail inspect_table "$table"; fi
-expect_error inspect_baseline "only attnres, mhar and block" $M inspect --run "$W/a"
+expect_error inspect_baseline "only attnres, mhar, block" $M inspect --run "$W/a"
 expect_error route_heads_divide "not divisible by attnres_num_heads 3" $M train --out "$W/x" $T --residual mhar --route-heads 3 --steps 1
 
 # bad input

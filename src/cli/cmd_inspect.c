@@ -7,14 +7,18 @@
 #include "args.h"
 #include "commands.h"
 #include "io/atomic.h"
+#include "residual/residual.h"
 #include "util/common.h"
+
+static int records_routing(const ResidualScheme *s) { return s->route_weights != NULL; }
 
 static const char *usage =
     "usage: mhar inspect --run DIR [--step S]\n\n"
     "Prints, for each routing site (rows) and routing head (columns), the mean\n"
     "entropy of the routing weights over the sources, the mean weight on the\n"
     "embedding and on the most recent source, measured at an evaluation\n"
-    "(default: the last one). Written by mhar train for attnres, mhar and block.";
+    "(default: the last one). Written by mhar train for the schemes that save\n"
+    "routing weights.";
 
 static void print_table(const cJSON *sites, const char *key, const char *title, int H) {
     printf("\n%s\n%-16s %5s", title, "site", "srcs");
@@ -62,7 +66,9 @@ int cmd_inspect(int argc, char **argv) {
     char path[MHAR_PATH_MAX], *text = NULL;
     size_t n;
     if (path_join(path, sizeof path, run, "routing.jsonl") || read_file(path, &text, &n)) {
-        fprintf(stderr, "error: %s (only attnres, mhar and block runs record routing)\n", mhar_error());
+        char names[256];
+        fprintf(stderr, "error: %s (only %s runs record routing)\n", mhar_error(),
+                residual_names(names, sizeof names, ", ", records_routing));
         return 1;
     }
     cJSON *j = find_line(text, step, path);
