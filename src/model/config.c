@@ -42,7 +42,7 @@ static void set_defaults(Config *c) {
     c->rope_theta = 10000.0f;
     c->tie_word_embeddings = 1;
     c->max_position_embeddings = 2048;
-    strcpy(c->attnres_mode, "baseline");
+    strcpy(c->attnres_mode, residual_at(0)->name);  // the registry lists baseline first
     c->attnres_num_heads = 1;
     c->attnres_num_blocks = 0;
 }
