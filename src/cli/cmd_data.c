@@ -46,7 +46,7 @@ static const char *corpus_usage =
     "Builds a text corpus: DIR/train/shard-*.txt, DIR/val/shard-*.txt (documents each followed by\n"
     "<|endoftext|>), DIR/docs-{train,val}.tsv and DIR/manifest.json (format: src/data/corpus.h).\n"
     "default: the Python standard library found on this machine. full: Linux kernel sources,\n"
-    "Python stdlib, KJV Bible, Jane Austen, GCIDE from Debian packages; a missing package is named with its apt-get line).";
+    "Python stdlib, KJV Bible, Jane Austen, GCIDE from Debian packages (a missing one is named with its apt-get line).";
 
 static int corpus(int argc, char **argv) {
     CorpusOptions o = {.source = "default", .seed = 1, .val_fraction = 0.01, .verbose = 1};
