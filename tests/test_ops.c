@@ -1554,8 +1554,9 @@ static double fd_check(const Case *c, Ref *R, int i, Rng *rng, double *dir_err) 
         double h = FD_REL * (rms[k] > 0 ? rms[k] : 1);
         double fd = central_diff(c, R, i, k, h, NULL, &noise) / h;
         double den = fmax(fmax(gmax[k], fabs(fd)), 1e-300);
-        double e = fmax(fabs(g[k] - fd) - noise / h, 0) / den;
-        if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+        double e = fabs(g[k] - fd) - noise / h;  // NaN (a gradient left unwritten) must not
+        e = isnan(e) ? INFINITY : fmax(e, 0) / den;  // reach fmax, which drops NaN
+        worst = fmax(worst, e);
     }
     double *v = dnew(n), dot = 0, mag = 0;
     for (size_t k = 0; k < n; k++) {
@@ -1563,8 +1564,8 @@ static double fd_check(const Case *c, Ref *R, int i, Rng *rng, double *dir_err) 
         dot += g[k] * v[k], mag += fabs(g[k] * v[k]);
     }
     double fd = central_diff(c, R, i, 0, 0, v, &noise);
-    double e = fmax(fabs(dot - fd) - noise, 0) / fmax(mag, 1e-300);
-    *dir_err = isnan(e) ? INFINITY : e;
+    double e = fabs(dot - fd) - noise;
+    *dir_err = isnan(e) ? INFINITY : fmax(e, 0) / fmax(mag, 1e-300);
     free(v), free(rms), free(gmax);
     return worst;
 }
