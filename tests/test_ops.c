@@ -19,8 +19,13 @@
 // The ops are called only through the adapters at the top: a change of op
 // signature (a backend context, one buffer for the routing sources) is an
 // edit there. Adding an op: two adapters, a reference, an Op entry, table
-// lines. Properties that are not op-versus-reference (in-place use, NULL
-// arguments, exact zeros, timing) live in test_kernels.c and test_route.c.
+// lines. An op whose "forward" is another op (vec_axpy for the gated read
+// whose backward is gated_read_backward; hc_write for hc_backward) is
+// checked as that pair; an op with no gradient to difference (hc_backward's
+// dot sums, the probes, AdamW) is a forward against the double formula.
+// Outputs are fp32, or double where Case.f64 says so (ops that return or
+// write doubles). Properties that are not op-versus-reference (in-place use,
+// NULL arguments, exact zeros, timing) live in test_kernels.c and test_route.c.
 //
 // Usage: test_ops [SUBSTRING]  runs only the cases whose name contains it.
 #include <float.h>
@@ -215,26 +220,32 @@ static void attention_decode_fwd(Backend *be, Case *c) {
 // that buffer at stride n_tok·d; or, with a tail (block routing's partial
 // sum), rows 0..n_src-2 in a copy at a padded stride whose padding and row
 // n_src-1 are NaN (a kernel that reads them instead of the tail gives NaN),
-// and row n_src-1 apart in the tail. *own: the copy, to free.
+// and row n_src-1 apart in the tail, after them in the same copy.
 enum { TAIL_PAD = 8 };
-static RouteSources route_sources(const Case *c, int tail, float **own) {
+static float *tail_layout(const float *src, int N, size_t row) {
+    const size_t st = row + TAIL_PAD;
+    float *b = scratch_nan(st * N + row);
+    for (int n = 0; n < N - 1; n++) memcpy(b + n * st, src + n * row, row * sizeof(float));
+    memcpy(b + N * st, src + (N - 1) * row, row * sizeof(float));
+    return b;
+}
+static RouteSources route_sources(const Case *c, int tail, float **own) { // *own: the copy, to free
     const int N = c->p[0];
     const size_t row = (size_t)c->p[1] * c->p[2], st = row + TAIL_PAD;
-    *own = NULL;
-    if (!tail) return (RouteSources){c->in[0], row, N, NULL};
-    float *b = scratch_nan(st * N + row);
-    for (int n = 0; n < N - 1; n++) memcpy(b + n * st, c->in[0] + n * row, row * sizeof(float));
-    memcpy(b + N * st, c->in[0] + (N - 1) * row, row * sizeof(float));
-    *own = b;
-    return (RouteSources){b, st, N, b + N * st};
+    if (!tail) return *own = NULL, (RouteSources){c->in[0], row, N, NULL};
+    *own = tail_layout(c->in[0], N, row);
+    return (RouteSources){*own, st, N, *own + N * st};
 }
 // Their gradients, laid out the same way: with a tail, a copy of din[0]
-// (whatever the harness put there: 0 to accumulate onto, NaN to be written)
-// with NaN padding and row n_src-1; route_grads_done copies it back, and
-// makes din[0] NaN if the op wrote the padding or that row.
+// (whatever the harness put there: 0 to accumulate onto, NaN to be written);
+// route_grads_done copies it back, and makes din[0] NaN if the op wrote the
+// padding or row n_src-1.
 static RouteGrads route_grads(Case *c, int tail, float **own) {
-    RouteSources S = route_sources(&(Case){.p = {c->p[0], c->p[1], c->p[2]}, .in = {c->din[0]}}, tail, own);
-    return (RouteGrads){tail ? *own : c->din[0], S.stride, tail ? *own + (size_t)S.n * S.stride : NULL};
+    const int N = c->p[0];
+    const size_t row = (size_t)c->p[1] * c->p[2], st = row + TAIL_PAD;
+    if (!tail) return *own = NULL, (RouteGrads){c->din[0], row, NULL};
+    *own = tail_layout(c->din[0], N, row);
+    return (RouteGrads){*own, st, *own + N * st};
 }
 static void route_grads_done(Case *c, float *own) {
     if (!own) return;
@@ -1659,8 +1670,9 @@ static void run_case(Backend *be, const TestCase *tc, const char *name) {
                 eb = fmax(eb, fmax(worst_coord[i], worst_dir[i]));
             }
         snprintf(line, sizeof line, "%s backward vs finite differences (err %.2e, tol %.1e)", name, eb, tol);
-        CHECK(eb <= tol, line, "per input (coordinates, direction): %.2e %.2e | %.2e %.2e | %.2e %.2e; %s",
-              worst_coord[0], worst_dir[0], worst_coord[1], worst_dir[1], worst_coord[2], worst_dir[2], tc->why);
+        CHECK(eb <= tol, line, "per input (coordinates, direction): %.2e %.2e | %.2e %.2e | %.2e %.2e | %.2e %.2e; %s",
+              worst_coord[0], worst_dir[0], worst_coord[1], worst_dir[1], worst_coord[2], worst_dir[2],
+              worst_coord[3], worst_dir[3], tc->why);
     }
 
     // deterministic: the same inputs give the same bits
