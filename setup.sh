@@ -35,7 +35,7 @@ if [ -n "$missing" ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup.sh: missing Debian packages:$missing" >&2
         echo "run as root:  apt-get update && apt-get install -y --no-install-recommends$missing" >&2
-        echo "(or: sudo ./setup.sh${1:+ $1})" >&2
+        command -v sudo >/dev/null && echo "(or: sudo ./setup.sh${1:+ $1})" >&2
         exit 1
     fi
     echo "setup.sh: installing$missing"
