@@ -23,6 +23,18 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# Open MPI (libopenmpi-dev) for data-parallel training: src/dist/comm.c is
+# the one file that includes mpi.h; its headers are system headers.
+MPI_INC  := $(patsubst -I%,-isystem %,$(filter -I%,$(shell mpicc --showme:compile 2>/dev/null)))
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+LDLIBS   += $(MPI_LIBS)
+%/src/dist/comm.o: CFLAGS += $(MPI_INC)
+ifeq ($(MPI_LIBS),)
+ifneq ($(MAKECMDGOALS),clean)
+$(error Open MPI's mpicc is missing: run ./setup.sh (Debian packages libopenmpi-dev openmpi-bin))
+endif
+endif
+
 # The routing forward is written for fused multiply-adds (see its header);
 # C11 mode forbids contracting a·b + c unless asked.
 %/kernels/cpu/route_forward.o: CFLAGS += -ffp-contract=fast

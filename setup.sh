@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 
 # The build, and the main job's built-in data: a corpus of the Python
 # standard library (libpython3-stdlib; no Python interpreter is run).
-BUILD_PKGS="make gcc libc6-dev libopenblas-openmp-dev libcjson-dev libpython3-stdlib"
+BUILD_PKGS="make gcc libc6-dev libopenblas-openmp-dev libcjson-dev libopenmpi-dev openmpi-bin libpython3-stdlib"
 # The tests: Python for the references (in .venv), gnuplot for report plots,
 # clang for the -Werror check and the sanitizer suite, valgrind, OpenMP for clang.
 TEST_PKGS="python3 python3-venv ca-certificates gnuplot-nox clang libclang-rt-14-dev libomp-dev valgrind procps"

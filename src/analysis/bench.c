@@ -13,6 +13,7 @@
 #include "../data/synth.h"
 #include "../kernels/ops.h"
 #include "../model/model.h"
+#include "../train/data_parallel.h"
 #include "../train/optim.h"
 #include "../util/median.h"
 
@@ -40,7 +41,7 @@ double bench_sgemm_gflops(void) {
     return t[0] > 0 ? 2.0 * n * n * n / median(t, 5) / 1e9 : 0;
 }
 
-static int build(Model *m, AdamW *opt, const char *preset, const BenchScheme *s, int vocab, int B, int T) {
+static int build_model(Model *m, const char *preset, const BenchScheme *s, int vocab, int B, int T) {
     Config c;
     if (config_preset(preset, &c)) return MHAR_ERR;
     c.vocab_size = vocab;
@@ -49,8 +50,12 @@ static int build(Model *m, AdamW *opt, const char *preset, const BenchScheme *s,
     c.attnres_num_blocks = s->blocks;
     if (model_create(m, &c)) return MHAR_ERR;
     model_init_weights(m, 1);
-    if (adamw_init(opt, m->ctx, m->table.total)) return MHAR_ERR;
     return model_alloc_acts(m, B, T);
+}
+
+static int build(Model *m, AdamW *opt, const char *preset, const BenchScheme *s, int vocab, int B, int T) {
+    if (build_model(m, preset, s, vocab, B, T)) return MHAR_ERR;
+    return adamw_init(opt, m->ctx, m->table.total);
 }
 
 // In the child: the median tokens/s of `steps` timed training steps.
@@ -123,3 +128,85 @@ double bench_torch_tok_s(const char *preset, int vocab, int B, int T, int steps)
     return k ? atof(k + 12) : -1;
 }
 
+
+// Timed data-parallel steps on comm's ranks, `accum_global` micro-batches of
+// B × T a step: median step seconds and communication seconds per step.
+static int dp_time(Comm *comm, const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps,
+                   int accum_global, double *step_s, double *comm_s, double *opt_mb) {
+    Model m = {0};
+    AdamW opt = {0};
+    DataParallel dp = {0};
+    int rc = build_model(&m, preset, s, vocab, B, T);
+    if (!rc) rc = dp_init(&dp, comm, &m, accum_global);
+    if (!rc) rc = adamw_init(&opt, m.ctx, dp.n_mine);
+    size_t n = (size_t)B * T + 1;
+    int *tok = mhar_alloc(sizeof(int) * n);
+    double *t = mhar_alloc(sizeof(double) * steps), *c = mhar_alloc(sizeof(double) * steps);
+    double *loss = mhar_alloc(sizeof(double) * (dp.accum > 0 ? dp.accum : 1));
+    if (!tok || !t || !c || !loss) rc = MHAR_ERR;
+    rc = comm_agree(comm, rc);
+    if (!rc) synth_tokens(tok, n, vocab, "random", 7 + comm->rank);
+    for (int i = -1; i < steps && !rc; i++) {  // one untimed warm-up step
+        rc = comm_barrier(comm);
+        double t0 = now_seconds(), norm, mean;
+        for (int k = 0; k < dp.accum && !rc; k++) {
+            model_zero_grad(&m);
+            loss[k] = model_forward(&m, tok, tok + 1);
+            model_backward(&m, 1.0f / accum_global);
+            rc = dp_reduce(&dp, m.grads, k);
+        }
+        if (!rc) rc = dp_loss(&dp, loss, &mean) || dp_grad_norm(&dp, &norm) || dp_update(&dp, &opt, m.params, norm, 1e-4f);
+        if (i >= 0) t[i] = now_seconds() - t0, c[i] = dp.comm_seconds;
+    }
+    if (!rc) {
+        *step_s = median(t, steps);
+        *comm_s = median(c, steps);
+        *opt_mb = sizeof(float) * 2.0 * dp.n_mine / 1e6;
+    }
+    mhar_free(tok); mhar_free(t); mhar_free(c); mhar_free(loss);
+    dp_free(&dp);
+    adamw_free(&opt);
+    model_free(&m);
+    return rc;
+}
+
+int bench_data_parallel(Comm *comm, const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps,
+                        int repeat, BenchScaling *out) {
+    memset(out, 0, sizeof *out);
+    out->ranks = comm->size;
+    out->threads = ops_threads();
+    double *ranks_tok = mhar_alloc(sizeof(double) * repeat), *one_tok = mhar_alloc(sizeof(double) * repeat);
+    double *comm_ms = mhar_alloc(sizeof(double) * repeat);
+    if (!ranks_tok || !one_tok || !comm_ms) return MHAR_ERR;
+    Comm solo = {.rank = 0, .size = 1};
+    snprintf(solo.host, sizeof solo.host, "%s", comm->host);
+    int rc = MHAR_OK;
+    for (int k = 0; k < repeat && !rc; k++) {
+        double step_s = 0, comm_s = 0, one_s = 0, unused;
+        rc = dp_time(comm, preset, s, vocab, B, T, steps, comm->size, &step_s, &comm_s, &out->opt_mb_rank);
+        // 1 rank with every rank's threads takes the same global batch while
+        // the others sleep (not spin) at a barrier.
+        if (!rc && comm->rank == 0) {
+            ops_set_threads(out->ranks * out->threads);
+            rc = dp_time(&solo, preset, s, vocab, B, T, steps, comm->size, &one_s, &unused, &out->opt_mb_full);
+            ops_set_threads(out->threads);
+        }
+        rc = comm_agree(comm, rc);
+        if (!rc) rc = comm_idle_barrier(comm);
+        ranks_tok[k] = (double)B * T * comm->size / step_s;
+        one_tok[k] = one_s > 0 ? (double)B * T * comm->size / one_s : 0;
+        comm_ms[k] = 1e3 * comm_s;
+        out->step_ms = 1e3 * step_s;
+        if (!rc && comm->rank == 0)
+            fprintf(stderr, "  round %d  %d ranks x %d threads %8.0f tok/s (communication %.1f ms of %.1f ms)"
+                            "   1 rank x %d threads %8.0f tok/s\n", k + 1, out->ranks, out->threads, ranks_tok[k],
+                    comm_ms[k], 1e3 * step_s, out->ranks * out->threads, one_tok[k]);
+    }
+    if (!rc) {
+        out->ranks_tok_s = median(ranks_tok, repeat);
+        out->single_tok_s = median(one_tok, repeat);
+        out->comm_ms = median(comm_ms, repeat);
+    }
+    mhar_free(ranks_tok); mhar_free(one_tok); mhar_free(comm_ms);
+    return rc;
+}

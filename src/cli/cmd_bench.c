@@ -8,6 +8,7 @@
 #include "args.h"
 #include "commands.h"
 #include "analysis/bench.h"
+#include "dist/comm.h"
 #include "model/config.h"
 #include "residual/residual.h"
 #include "util/median.h"
@@ -21,7 +22,35 @@ static const char *usage =
     "reports each one's throughput and peak memory as ratios to baseline;\n"
     "--repeat K interleaves K rounds of all schemes and takes medians.\n"
     "--torch also times HF transformers' Qwen3 (PyTorch eager, fp32) on the\n"
-    "same shape via tools/bench_torch.py. The last line is a JSON object.";
+    "same shape via tools/bench_torch.py. The last line is a JSON object.\n\n"
+    "Under mpirun -np N (one scheme): the scaling of data-parallel training:\n"
+    "tokens/s of N ranks x T threads (OMP_NUM_THREADS) against 1 rank x N·T\n"
+    "threads on the same global batch (N x --batch), the communication time\n"
+    "per step and the optimizer state per rank. Run it with --bind-to none, so\n"
+    "that the one rank can use every core.";
+
+// The scaling report of bench under mpirun (rank 0 prints).
+static int bench_mpi(Comm *comm, const char *preset, const BenchScheme *s, int vocab, int batch, int seq, int steps,
+                     int repeat) {
+    BenchScaling b;
+    if (bench_data_parallel(comm, preset, s, vocab, batch, seq, steps, repeat, &b)) {
+        if (comm->rank == 0) fprintf(stderr, "error: %s\n", mhar_error());
+        return 1;
+    }
+    if (comm->rank) return 0;
+    printf("%d ranks x %d threads   %9.0f tok/s   communication %.1f ms of a %.1f ms step (%.1f%%)\n", b.ranks,
+           b.threads, b.ranks_tok_s, b.comm_ms, b.step_ms, 100 * b.comm_ms / b.step_ms);
+    printf("1 rank x %d threads     %9.0f tok/s\n", b.ranks * b.threads, b.single_tok_s);
+    printf("ranks / one rank        %9.3f\n", b.ranks_tok_s / b.single_tok_s);
+    printf("optimizer state         %9.1f MB per rank (%.1f MB unsharded, %.2fx less)\n", b.opt_mb_rank, b.opt_mb_full,
+           b.opt_mb_full / b.opt_mb_rank);
+    printf("{\"preset\": \"%s\", \"residual\": \"%s\", \"batch\": %d, \"seq\": %d, \"ranks\": %d, \"threads\": %d, "
+           "\"ranks_tok_per_s\": %.1f, \"single_tok_per_s\": %.1f, \"ratio\": %.4f, \"comm_ms\": %.2f, "
+           "\"step_ms\": %.2f, \"optimizer_mb_per_rank\": %.2f, \"optimizer_mb_full\": %.2f}\n",
+           preset, s->name, batch, seq, b.ranks, b.threads, b.ranks_tok_s, b.single_tok_s,
+           b.ranks_tok_s / b.single_tok_s, b.comm_ms, b.step_ms, b.opt_mb_rank, b.opt_mb_full);
+    return 0;
+}
 
 int cmd_bench(int argc, char **argv) {
     const char *preset = "micro", *residual = "baseline";
@@ -66,6 +95,14 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "error: %s\n", mhar_error());
             return 1;
         }
+    }
+    Comm *comm = comm_world();
+    if (comm->size > 1) {
+        if (n != 1 || torch) {
+            if (comm->rank == 0) fprintf(stderr, "error: under mpirun, bench times one scheme (no all, no --torch)\n");
+            return 2;
+        }
+        return bench_mpi(comm, preset, &list[0], vocab, batch, seq, steps, repeat);
     }
     // The children are forked before this process starts any OpenMP or
     // OpenBLAS threads: libgomp does not survive a fork after its first use.

@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "dist/comm.h"
 #include "train/launch.h"
 #include "util/common.h"
 
@@ -67,7 +68,8 @@ int cmd_train(int argc, char **argv) {
     }
     run_options_finish(o);
     if (train_launch(&l)) {
-        fprintf(stderr, "error: %s\n", mhar_error());
+        // Every rank of a job fails with the same message: rank 0 prints it.
+        if (comm_world()->rank == 0) fprintf(stderr, "error: %s\n", mhar_error());
         return 1;
     }
     return 0;

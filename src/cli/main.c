@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dist/comm.h"
+#include "util/common.h"
 
 static const struct { const char *name; int (*run)(int, char **); const char *help; } commands[] = {
     {"train", cmd_train, "train a model (any residual scheme) on a token file"},
@@ -30,8 +32,24 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 2, argv + 2);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name)) continue;
+        // Under mpirun or srun this process is one rank of a job.
+        Comm comm;
+        if (comm_init(&comm, &argc, &argv)) {
+            fprintf(stderr, "error: %s\n", mhar_error());
+            return 1;
+        }
+        int rc;
+        if (comm.size > 1 && commands[i].run != cmd_train && commands[i].run != cmd_bench) {
+            if (comm.rank == 0) fprintf(stderr, "error: mhar %s runs as one process; mpirun is for train and bench\n", argv[1]);
+            rc = 2;
+        } else {
+            rc = commands[i].run(argc - 2, argv + 2);
+        }
+        comm_finalize(&comm);
+        return rc;
+    }
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -49,4 +49,11 @@ void loader_next(Loader *ld, int B, int *inputs, int *targets) {
     }
 }
 
+void loader_skip(Loader *ld, int B) {
+    for (int b = 0; b < B; b++) {
+        if (ld->pos == ld->n_windows) { ld->epoch++; ld->pos = 0; shuffle_epoch(ld); }
+        ld->pos++;
+    }
+}
+
 void loader_free(Loader *ld) { mhar_free(ld->perm); memset(ld, 0, sizeof *ld); }

@@ -20,6 +20,8 @@ int loader_init(Loader *ld, const TokenFile *tf, int T, uint64_t seed);
 int loader_seek(Loader *ld, long epoch, long pos);
 // Fill inputs, targets [B, T] with the next B windows.
 void loader_next(Loader *ld, int B, int *inputs, int *targets);
+// Pass over the next B windows (another rank's micro-batch).
+void loader_skip(Loader *ld, int B);
 // The i-th window in file order (evaluation reads the file sequentially).
 void loader_window(const Loader *ld, long i, int *inputs, int *targets);
 void loader_free(Loader *ld);

@@ -36,6 +36,10 @@ void *ops_alloc(OpsContext *ctx, size_t bytes);
 void ops_free(OpsContext *ctx, void *p);
 // Wait until every op issued so far has finished.
 void ops_sync(OpsContext *ctx);
+// Host threads the backend uses for contexts opened from now on (the CPU's
+// OpenMP and OpenBLAS threads), and their number now.
+void ops_set_threads(int n);
+int ops_threads(void);
 
 // ---- matmul (PyTorch Linear layout: W is [N, K], "out = in · Wᵀ") ----------
 // in [M, K], w [N, K] -> out [M, N]

@@ -11,6 +11,7 @@
 #include "../data/tokens.h"
 #include "../residual/residual.h"
 #include "train.h"
+#include "../dist/comm.h"
 #include "../util/dir.h"
 
 // The model of a fresh run: the preset (vocabulary from the data) or the
@@ -50,16 +51,16 @@ static int fresh_data(const TrainLaunch *l, RunOptions *o) {
 }
 
 // A fresh model: the one in init_from (e.g. made by mhar convert), or a new
-// one at its initialisation; a fresh optimizer either way.
+// one at its initialisation (the same on every rank: the seed decides it).
 static int fresh_model(const TrainLaunch *l, const TrainState *st, const TokenFile *train, const TokenFile *val,
-                       Model *m, AdamW *opt) {
+                       Model *m) {
     const RunOptions *o = &st->opt;
     if (l->init_from) {
         if (model_load(m, l->init_from) || model_check_batch(&m->cfg, o->batch, o->seq)) return MHAR_ERR;
         if (train->vocab_size > m->cfg.vocab_size || val->vocab_size > m->cfg.vocab_size)
             return mhar_fail("token files have vocabulary %d/%d, the model in %s %d", train->vocab_size,
                              val->vocab_size, l->init_from, m->cfg.vocab_size);
-        return adamw_init(opt, m->ctx, m->table.total);
+        return MHAR_OK;
     }
     int vocab = train->vocab_size > val->vocab_size ? train->vocab_size : val->vocab_size;
     Config c;
@@ -67,52 +68,90 @@ static int fresh_model(const TrainLaunch *l, const TrainState *st, const TokenFi
         return MHAR_ERR;
     if (model_create(m, &c)) return MHAR_ERR;
     model_init_weights(m, o->seed);
-    return adamw_init(opt, m->ctx, m->table.total);
+    return MHAR_OK;
+}
+
+// This rank's optimizer: fresh moments for its shard, or its shard of the
+// checkpoint's (full, freed here).
+static int shard_optimizer(const DataParallel *dp, AdamW *full, AdamW *opt) {
+    if (!full->state) return adamw_init(opt, dp->ctx, dp->n_mine);
+    if (dp->comm->size == 1) {   // one rank owns it all
+        *opt = *full;
+        memset(full, 0, sizeof *full);
+        return MHAR_OK;
+    }
+    int rc = dp_shard_optimizer(dp, full, opt);
+    adamw_free(full);
+    return rc;
 }
 
 int train_launch(const TrainLaunch *l) {
+    Comm *comm = comm_world();
+    const int lead = comm->rank == 0;
     // Zeroed: every exit below frees them, whatever was allocated by then.
     TrainState st = {0};
     Model m = {0};
-    AdamW opt = {0};
+    AdamW opt = {0}, full = {0};
+    DataParallel dp = {0};
     TokenFile train = {0}, val = {0};
-    st.opt = l->opt;
+    // --accum counts a rank's micro-batches; a run records those of a step
+    // over all ranks, so it resumes on any number of ranks that divides them.
+    RunOptions given = l->opt;
+    given.accum = l->opt.accum * comm->size;
+    st.opt = given;
     char ck[MHAR_PATH_MAX];
-    if (mkdir_p(l->out)) return MHAR_ERR;
-    if (path_join(ck, sizeof ck, l->out, "checkpoint/state.json")) return MHAR_ERR;
-    int exists = access(ck, F_OK) == 0, rc = MHAR_OK;
+    int rc = lead ? mkdir_p(l->out) : MHAR_OK;
+    if (!rc) rc = path_join(ck, sizeof ck, l->out, "checkpoint/state.json");
+    int exists = !rc && access(ck, F_OK) == 0;
+    if (comm_agree(comm, rc) || comm_bcast(comm, &exists, sizeof exists, 0)) return MHAR_ERR;
     if (l->resume) {
         if (!exists) return mhar_fail("%s: no checkpoint to resume from", l->out);
         // The options first: a flag that disagrees is refused before the weights load.
         RunOptions kept;
         rc = checkpoint_load_state(l->out, &st);
-        if (!rc) rc = run_options_resume(&st.opt, &l->opt, l->given);
+        if (!rc) rc = run_options_resume(&st.opt, &given, l->given);
         kept = st.opt;
-        if (!rc) rc = checkpoint_load(l->out, &m, &opt, &st);
+        if (!rc) rc = checkpoint_load(l->out, &m, &full, &st);
         st.opt = kept;   // with what the resume rules let change
-        if (!rc) fprintf(stderr, "resuming %s at step %ld of %ld\n", l->out, st.step, st.opt.steps);
+        if (!rc && lead) fprintf(stderr, "resuming %s at step %ld of %ld\n", l->out, st.step, st.opt.steps);
     } else {
         if (exists) return mhar_fail("%s already holds a run; use --resume or another --out", l->out);
-        rc = fresh_data(l, &st.opt);
+        // Token files given: each rank reads its own (on its host). The
+        // default data: rank 0 builds it and every rank takes its paths.
+        const int built = !st.opt.train[0] && !st.opt.val[0];
+        rc = lead || !built ? fresh_data(l, &st.opt) : MHAR_OK;
+        if (comm_agree(comm, rc)) rc = MHAR_ERR;
+        else if (built) rc = comm_bcast(comm, &st.opt, sizeof st.opt, 0);
     }
     if (!rc) rc = tokens_load(st.opt.train, &train);
     if (!rc) rc = tokens_load(st.opt.val, &val);
-    if (!rc && !l->resume) rc = fresh_model(l, &st, &train, &val, &m, &opt);
+    if (!rc && !l->resume) rc = fresh_model(l, &st, &train, &val, &m);
     else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size))
         rc = mhar_fail("token files have vocabulary %d/%d, the model %d", train.vocab_size, val.vocab_size,
                        m.cfg.vocab_size);
+    if (!rc) rc = dp_init(&dp, comm, &m, st.opt.accum);
+    if (!rc) rc = shard_optimizer(&dp, &full, &opt);
     if (!rc) rc = model_alloc_acts(&m, st.opt.batch, st.opt.seq);
+    rc = comm_agree(comm, rc);   // a rank that failed is named; all stop
     if (!rc) {
         double params = 0;
         for (int i = 0; i < m.table.n; i++) params += m.table.p[i].numel;
         const char *from = l->init_from ? l->init_from : st.opt.config[0] ? st.opt.config : st.opt.preset;
-        fprintf(stderr, "model: %s, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d\n",
-                l->resume ? l->out : from, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
-                m.cfg.num_hidden_layers, st.opt.batch, st.opt.seq, st.opt.accum);
-        rc = train_run(l->out, &m, &opt, &st, &train, &val, l->stop_at);
+        if (lead) {
+            fprintf(stderr, "model: %s, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d",
+                    l->resume ? l->out : from, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
+                    m.cfg.num_hidden_layers, st.opt.batch, st.opt.seq, dp.accum);
+            if (comm->size > 1)
+                fprintf(stderr, " x %d ranks; optimizer state %.1f MB per rank (ZeRO-1; %.1f MB unsharded)",
+                        comm->size, 8.0 * dp.n_mine / 1e6, 8.0 * m.table.total / 1e6);
+            fprintf(stderr, "\n");
+        }
+        rc = train_run(l->out, &m, &dp, &opt, &st, &train, &val, l->stop_at);
     }
+    dp_free(&dp);
     model_free(&m);
     adamw_free(&opt);
+    adamw_free(&full);
     tokens_free(&train);
     tokens_free(&val);
     return rc;

@@ -10,22 +10,49 @@
 #include "../data/loader.h"
 #include "../io/atomic.h"
 
-static volatile sig_atomic_t stop_signal = 0;
-static void on_signal(int sig) { stop_signal = sig; }
+static volatile sig_atomic_t stop_signal = 0, stop_from_launcher = 0;
+// A signal sent by the parent process is the launcher (mpirun's daemon,
+// slurmstepd) taking the job down.
+static void on_signal(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    stop_signal = sig;
+    if (info && info->si_pid == getppid()) stop_from_launcher = 1;
+}
+
+// The sums of the routing statistics over every rank's batches.
+static void route_stats_reduce(RouteStats *st, Comm *c) {
+    const size_t n = (size_t)st->n_sites * st->H;
+    if (c->size == 1) return;
+    comm_sum_f64(c, st->entropy, n);
+    comm_sum_f64(c, st->w_first, n);
+    comm_sum_f64(c, st->w_last, n);
+    comm_sum_f64(c, &st->tokens, 1);
+}
 
 double evaluate(Model *m, const TokenFile *val, int batches, long *tokens, RouteStats *stats) {
+    Comm *c = comm_world();
     int B = m->B, T = m->T;
     Loader ld;
     if (loader_init(&ld, val, T, 0)) return NAN;
     long windows = ld.n_windows / B;
     if (windows > batches) windows = batches;
-    double sum = 0;
-    for (long b = 0; b < windows; b++) {
+    // Rank r evaluates batches r, r + size, …; each batch's loss has one
+    // rank's value (the others add 0, exactly), summed in batch order.
+    double *loss = mhar_alloc(sizeof(double) * (windows ? windows : 1));
+    if (!loss) { loader_free(&ld); return NAN; }
+    memset(loss, 0, sizeof(double) * (windows ? windows : 1));
+    for (long b = c->rank; b < windows; b += c->size) {
         for (int i = 0; i < B; i++)
             loader_window(&ld, b * B + i, m->tokens + (size_t)i * T, m->targets + (size_t)i * T);
-        sum += model_forward(m, m->tokens, m->targets);
+        loss[b] = model_forward(m, m->tokens, m->targets);
         if (stats) route_stats_add(stats, &m->res);
     }
+    double sum = 0;
+    if (!comm_sum_f64(c, loss, windows))
+        for (long b = 0; b < windows; b++) sum += loss[b];
+    else sum = NAN;
+    if (stats) route_stats_reduce(stats, c);
+    mhar_free(loss);
     loader_free(&ld);
     if (tokens) *tokens = windows * B * T;
     return windows ? sum / windows : NAN;
@@ -68,58 +95,69 @@ static const char *json_num(char *buf, size_t cap, const char *fmt, double v) {
     return buf;
 }
 
-static int save(const char *dir, Model *m, AdamW *opt, TrainState *st, Loader *ld) {
+// A checkpoint, written by rank 0 with the optimizer state of every shard.
+static int save(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainState *st, Loader *ld) {
     st->data_epoch = ld->epoch;
     st->data_pos = ld->pos;
     st->opt_step = opt->step;
-    return checkpoint_save(dir, m, opt, st);
+    if (dp->comm->size == 1) return checkpoint_save(dir, m, opt, st);
+    AdamW full;
+    if (dp_gather_optimizer(dp, opt, &full)) return MHAR_ERR;
+    int rc = dp->comm->rank == 0 ? checkpoint_save(dir, m, &full, st) : MHAR_OK;
+    adamw_free(&full);
+    return comm_agree(dp->comm, rc);
 }
 
-int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
+int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainState *st,
               const TokenFile *train, const TokenFile *val, long stop_at) {
-    const int B = st->opt.batch, T = st->opt.seq, tty = isatty(2);
+    const int B = st->opt.batch, T = st->opt.seq;
+    const int lead = dp->comm->rank == 0;          // rank 0 writes files and prints
+    const int tty = lead && isatty(2);
     const long max_bad = st->opt.max_bad_steps > 0 ? st->opt.max_bad_steps : TRAIN_MAX_BAD_STEPS;
     long saved_at = st->step > 0 ? st->step : -1;  // step of DIR/checkpoint (-1: none yet)
     char num[3][32];
     char path[MHAR_PATH_MAX];
-    if (path_join(path, sizeof path, dir, "metrics.jsonl")) return MHAR_ERR;
-    if (trim_metrics(path, st->step)) return MHAR_ERR;
-    FILE *metrics = fopen(path, "a");
-    if (!metrics) return mhar_fail("%s: cannot open for appending", path);
-    FILE *routing = NULL;
-    if (m->scheme->route_weights) {
-        if (path_join(path, sizeof path, dir, "routing.jsonl") || trim_metrics(path, st->step) ||
-            !(routing = fopen(path, "a"))) {
-            fclose(metrics);
-            return mhar_fail("%s: cannot open for appending", path);
-        }
-    }
-    Loader ld;
-    if (loader_init(&ld, train, T, st->opt.seed) || loader_seek(&ld, st->data_epoch, st->data_pos)) {
-        fclose(metrics);
-        return MHAR_ERR;
-    }
-    int *inputs = mhar_alloc(sizeof(int) * B * T), *targets = mhar_alloc(sizeof(int) * B * T);
-    if (!inputs || !targets) { fclose(metrics); loader_free(&ld); return MHAR_ERR; }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-
+    FILE *metrics = NULL, *routing = NULL;
     int rc = MHAR_OK;
+    if (lead) {
+        if (path_join(path, sizeof path, dir, "metrics.jsonl") || trim_metrics(path, st->step) ||
+            !(metrics = fopen(path, "a")))
+            rc = mhar_fail("%s: cannot open for appending", path);
+        if (!rc && m->scheme->route_weights &&
+            (path_join(path, sizeof path, dir, "routing.jsonl") || trim_metrics(path, st->step) ||
+             !(routing = fopen(path, "a"))))
+            rc = mhar_fail("%s: cannot open for appending", path);
+    }
+    Loader ld = {0};
+    if (!rc && (loader_init(&ld, train, T, st->opt.seed) || loader_seek(&ld, st->data_epoch, st->data_pos)))
+        rc = MHAR_ERR;
+    int *inputs = mhar_alloc(sizeof(int) * B * T), *targets = mhar_alloc(sizeof(int) * B * T);
+    double *micro_loss = mhar_alloc(sizeof(double) * dp->accum);
+    if (!inputs || !targets || !micro_loss) rc = MHAR_ERR;
+    rc = comm_agree(dp->comm, rc);
+    struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
     long first = st->step;
     double t_start = now_seconds();
-    while (st->step < st->opt.steps && rc == MHAR_OK) {
+    while (rc == MHAR_OK && st->step < st->opt.steps) {
         double t0 = now_seconds();
         float lr = lr_schedule(st->step, st->opt.steps, st->opt.warmup, (float)st->opt.lr);
-        model_zero_grad(m);
-        double loss = 0;
-        for (int k = 0; k < st->opt.accum; k++) {
-            loader_next(&ld, B, inputs, targets);
-            loss += model_forward(m, inputs, targets) / st->opt.accum;
+        // accum micro-batches of B sequences on each rank; every one's
+        // gradient is reduced into the step's as soon as its backward ends.
+        for (int k = 0; k < dp->accum && rc == MHAR_OK; k++) {
+            dp_next_batch(dp, &ld, B, inputs, targets);
+            model_zero_grad(m);
+            micro_loss[k] = model_forward(m, inputs, targets);
             model_backward(m, 1.0f / st->opt.accum);
+            rc = dp_reduce(dp, m->grads, k);
         }
-        double norm = grad_global_norm(m->ctx, m->grads, m->table.total);
+        double loss, norm;
+        if (rc || dp_loss(dp, micro_loss, &loss) || dp_grad_norm(dp, &norm)) { rc = MHAR_ERR; break; }
         if (isfinite(loss) && isfinite(norm)) {
-            adamw_step(opt, m->params, m->grads, norm, lr);
+            if (dp_update(dp, opt, m->params, norm, lr)) { rc = MHAR_ERR; break; }
             st->bad_steps = 0;
         } else if (++st->bad_steps >= max_bad) {
             char kept[MHAR_PATH_MAX + 64]; // a sentence around dir
@@ -129,20 +167,21 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
                            "(--max-bad-steps %ld); stopped without applying them, %s",
                            st->step + 1, loss, norm, st->bad_steps, max_bad, kept);
             break;
-        } else {
+        } else if (lead) {
             fprintf(stderr, "\nstep %ld: non-finite loss or gradient (loss %g, norm %g): update skipped\n",
                     st->step + 1, loss, norm);
         }
         st->step++;
         double dt = now_seconds() - t0, tok_s = (double)B * T * st->opt.accum / dt;
         st->tokens_seen += (double)B * T * st->opt.accum;
-        fprintf(metrics, "{\"step\":%ld,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
-                st->step, json_num(num[0], sizeof num[0], "%.6f", loss), lr,
-                json_num(num[1], sizeof num[1], "%.6g", norm), tok_s, st->tokens_seen);
+        if (metrics)
+            fprintf(metrics, "{\"step\":%ld,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
+                    st->step, json_num(num[0], sizeof num[0], "%.6f", loss), lr,
+                    json_num(num[1], sizeof num[1], "%.6g", norm), tok_s, st->tokens_seen);
         double avg = (now_seconds() - t_start) / (st->step - first);
         char eta[32];
         format_eta(eta, sizeof eta, avg * (st->opt.steps - st->step));
-        if (tty || st->step % 10 == 0 || st->step == st->opt.steps)
+        if (lead && (tty || st->step % 10 == 0 || st->step == st->opt.steps))
             fprintf(stderr, "%sstep %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | ETA %s%s",
                     tty ? "\r" : "", st->step, st->opt.steps, loss, lr, norm, tok_s, eta, tty ? "   " : "\n");
         int last = st->step == st->opt.steps, stop_here = st->step == stop_at;
@@ -156,24 +195,31 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
                 fflush(routing);
             }
             route_stats_free(&rs);
-            fprintf(metrics, "{\"step\":%ld,\"val_loss\":%s,\"val_tokens\":%ld}\n", st->step,
-                    json_num(num[2], sizeof num[2], "%.6f", vl), ntok);
-            fprintf(stderr, "%sstep %ld: val loss %.4f (%ld tokens)\n", tty ? "\n" : "", st->step, vl, ntok);
+            if (metrics)
+                fprintf(metrics, "{\"step\":%ld,\"val_loss\":%s,\"val_tokens\":%ld}\n", st->step,
+                        json_num(num[2], sizeof num[2], "%.6f", vl), ntok);
+            if (lead) fprintf(stderr, "%sstep %ld: val loss %.4f (%ld tokens)\n", tty ? "\n" : "", st->step, vl, ntok);
         }
-        fflush(metrics);
+        if (metrics) fflush(metrics);
+        // Every rank stops after the same step when any was signalled.
+        int stop = stop_signal != 0;
+        if (comm_max_int(dp->comm, &stop)) { rc = MHAR_ERR; break; }
         // A periodic checkpoint waits for a finite step, so a run that stops
         // on non-finite steps keeps the checkpoint of its last good one.
         int periodic = st->opt.save_every > 0 && st->step % st->opt.save_every == 0 && st->bad_steps == 0;
-        if (last || stop_here || periodic || stop_signal) {
-            rc = save(dir, m, opt, st, &ld);
+        if (last || stop_here || periodic || stop) {
+            rc = save(dir, m, dp, opt, st, &ld);
             if (rc == MHAR_OK) saved_at = st->step;
             if (stop_here && rc == MHAR_OK) {
-                fprintf(stderr, "%sstopped at step %ld as asked; continue with --resume\n", tty ? "\n" : "", st->step);
+                if (lead) fprintf(stderr, "%sstopped at step %ld as asked; continue with --resume\n", tty ? "\n" : "", st->step);
                 break;
             }
-            if (stop_signal && rc == MHAR_OK) {
-                fprintf(stderr, "\nsignal %d: checkpoint saved at step %ld in %s; continue with --resume\n",
-                        (int)stop_signal, st->step, dir);
+            if (stop && rc == MHAR_OK) {
+                // The launcher that signalled no longer answers MPI's
+                // closing handshake.
+                if (stop_from_launcher) comm_job_ending(dp->comm);
+                if (lead) fprintf(stderr, "\nstopped by a signal: checkpoint saved at step %ld in %s; continue with --resume\n",
+                                  st->step, dir);
                 break;
             }
         }
@@ -181,9 +227,9 @@ int train_run(const char *dir, Model *m, AdamW *opt, TrainState *st,
     if (tty) fprintf(stderr, "\n");
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    fclose(metrics);
+    if (metrics) fclose(metrics);
     if (routing) fclose(routing);
-    mhar_free(inputs); mhar_free(targets);
+    mhar_free(inputs); mhar_free(targets); mhar_free(micro_loss);
     loader_free(&ld);
     return rc;
 }

@@ -13,7 +13,9 @@ struct OpsContext {
 #include <omp.h>
 #else
 static inline int omp_get_max_threads(void) { return 1; }
+static inline void omp_set_num_threads(int n) { (void)n; }
 #endif
+void openblas_set_num_threads(int n);   // OpenBLAS's cblas.h declares it too
 
 OpsContext *ops_open(void) {
     OpsContext *ctx = mhar_alloc(sizeof *ctx);
@@ -40,3 +42,10 @@ void ops_free(OpsContext *ctx, void *p) {
 }
 
 void ops_sync(OpsContext *ctx) { (void)ctx; }
+
+void ops_set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int ops_threads(void) { return omp_get_max_threads(); }
