@@ -11,12 +11,12 @@
 #include "../io/atomic.h"
 
 static volatile sig_atomic_t stop_signal = 0, stop_from_launcher = 0;
-// A signal sent by the parent process is the launcher (mpirun's daemon,
-// slurmstepd) taking the job down.
+// SIGTERM or SIGINT from the parent process is the launcher (mpirun's
+// daemon, slurmstepd) taking the job down; SIGUSR1 it only passes on.
 static void on_signal(int sig, siginfo_t *info, void *context) {
     (void)context;
     stop_signal = sig;
-    if (info && info->si_pid == getppid()) stop_from_launcher = 1;
+    if (sig != SIGUSR1 && info && info->si_pid == getppid()) stop_from_launcher = 1;
 }
 
 // The sums of the routing statistics over every rank's batches.
@@ -139,6 +139,7 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);   // mpirun forwards it to every rank as it is
 
     long first = st->step;
     double t_start = now_seconds();
@@ -218,8 +219,12 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
                 // The launcher that signalled no longer answers MPI's
                 // closing handshake.
                 if (stop_from_launcher) comm_job_ending(dp->comm);
-                if (lead) fprintf(stderr, "\nstopped by a signal: checkpoint saved at step %ld in %s; continue with --resume\n",
-                                  st->step, dir);
+                if (lead && stop_signal)
+                    fprintf(stderr, "\nsignal %d: checkpoint saved at step %ld in %s; continue with --resume\n",
+                            (int)stop_signal, st->step, dir);
+                else if (lead)
+                    fprintf(stderr, "\nanother rank was signalled: checkpoint saved at step %ld in %s; continue with "
+                            "--resume\n", st->step, dir);
                 break;
             }
         }
@@ -227,6 +232,7 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
     if (tty) fprintf(stderr, "\n");
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
     if (metrics) fclose(metrics);
     if (routing) fclose(routing);
     mhar_free(inputs); mhar_free(targets); mhar_free(micro_loss);
