@@ -176,8 +176,8 @@ int bench_data_parallel(Comm *comm, const char *preset, const BenchScheme *s, in
     out->ranks = comm->size;
     out->threads = ops_threads();
     double *ranks_tok = mhar_alloc(sizeof(double) * repeat), *one_tok = mhar_alloc(sizeof(double) * repeat);
-    double *comm_ms = mhar_alloc(sizeof(double) * repeat);
-    if (!ranks_tok || !one_tok || !comm_ms) return MHAR_ERR;
+    double *comm_ms = mhar_alloc(sizeof(double) * repeat), *step_ms = mhar_alloc(sizeof(double) * repeat);
+    if (!ranks_tok || !one_tok || !comm_ms || !step_ms) return MHAR_ERR;
     Comm solo = {.rank = 0, .size = 1};
     snprintf(solo.host, sizeof solo.host, "%s", comm->host);
     int rc = MHAR_OK;
@@ -191,12 +191,12 @@ int bench_data_parallel(Comm *comm, const char *preset, const BenchScheme *s, in
             rc = dp_time(&solo, preset, s, vocab, B, T, steps, comm->size, &one_s, &unused, &out->opt_mb_full);
             ops_set_threads(out->threads);
         }
+        if (comm_idle_barrier(comm)) rc = MHAR_ERR;
         rc = comm_agree(comm, rc);
-        if (!rc) rc = comm_idle_barrier(comm);
         ranks_tok[k] = (double)B * T * comm->size / step_s;
         one_tok[k] = one_s > 0 ? (double)B * T * comm->size / one_s : 0;
         comm_ms[k] = 1e3 * comm_s;
-        out->step_ms = 1e3 * step_s;
+        step_ms[k] = 1e3 * step_s;
         if (!rc && comm->rank == 0)
             fprintf(stderr, "  round %d  %d ranks x %d threads %8.0f tok/s (communication %.1f ms of %.1f ms)"
                             "   1 rank x %d threads %8.0f tok/s\n", k + 1, out->ranks, out->threads, ranks_tok[k],
@@ -206,7 +206,8 @@ int bench_data_parallel(Comm *comm, const char *preset, const BenchScheme *s, in
         out->ranks_tok_s = median(ranks_tok, repeat);
         out->single_tok_s = median(one_tok, repeat);
         out->comm_ms = median(comm_ms, repeat);
+        out->step_ms = median(step_ms, repeat);
     }
-    mhar_free(ranks_tok); mhar_free(one_tok); mhar_free(comm_ms);
+    mhar_free(ranks_tok); mhar_free(one_tok); mhar_free(comm_ms); mhar_free(step_ms);
     return rc;
 }
