@@ -267,6 +267,62 @@ static void test_causal_decode(const ResidualScheme *s) {
     model_free(&dec);
 }
 
+// ---- (c) the backward announces each gradient range once, when final ----------
+
+// What model_backward's grads_ready hook saw: the ranges in order and a copy
+// of each range's gradients at the moment it was announced.
+typedef struct {
+    const Model *m;
+    int n;
+    size_t lo[64], hi[64];
+    float *seen;   // [total] the gradients as announced
+} Announced;
+
+static void record_ready(void *arg, size_t lo, size_t hi) {
+    Announced *a = arg;
+    if (a->n < 64) a->lo[a->n] = lo, a->hi[a->n] = hi;
+    a->n++;
+    memcpy(a->seen + lo, a->m->grads + lo, sizeof(float) * (hi - lo));
+}
+
+// Data-parallel training sends each range as soon as it is announced: the
+// ranges must cover the table exactly once, and nothing may change a range
+// after its announcement.
+static void test_grads_ready(const ResidualScheme *s) {
+    char name[160];
+    Model m;
+    int tok[B * T], tgt[B * T];
+    if (make_model(&m, s, B, T)) {
+        snprintf(name, sizeof name, "%s: grads_ready: builds the model", s->name);
+        CHECK(0, name, "%s", mhar_error());
+        return;
+    }
+    const size_t n = m.table.total;
+    Announced a = {.m = &m, .n = 0, .seen = calloc(n, sizeof(float))};
+    unsigned char *covered = calloc(n, 1);
+    m.grads_ready = record_ready;
+    m.grads_ready_arg = &a;
+    tokens(tok, tgt, 5);
+    model_zero_grad(&m);
+    model_forward(&m, tok, tgt);
+    model_backward(&m, 1.0f);
+    int overlaps = 0, ordered = a.n <= 64;
+    size_t missing = 0, changed = 0;
+    for (int i = 0; i < a.n && i < 64; i++)
+        for (size_t j = a.lo[i]; j < a.hi[i]; j++) overlaps += covered[j]++ > 0;
+    for (size_t j = 0; j < n; j++) {
+        missing += !covered[j];
+        changed += memcmp(&a.seen[j], &m.grads[j], sizeof(float)) != 0;
+    }
+    snprintf(name, sizeof name, "%s: grads_ready ranges cover the %zu parameters once", s->name, n);
+    CHECK(ordered && !overlaps && !missing, name, "%d ranges, %d announced twice, %zu never", a.n, overlaps, missing);
+    snprintf(name, sizeof name, "%s: no gradient changes after its range is announced", s->name);
+    CHECK(!changed, name, "%zu gradients changed later", changed);
+    free(a.seen);
+    free(covered);
+    model_free(&m);
+}
+
 int main(void) {
 #ifdef _OPENMP
     // A tiny model runs thousands of forward passes here: one thread, as
@@ -278,6 +334,7 @@ int main(void) {
         const ResidualScheme *s = residual_at(i);
         test_gradients(s);
         test_causal_decode(s);
+        test_grads_ready(s);
     }
     CHECK_EXIT();
 }

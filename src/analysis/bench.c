@@ -132,12 +132,13 @@ double bench_torch_tok_s(const char *preset, int vocab, int B, int T, int steps)
 // Timed data-parallel steps on comm's ranks, `accum_global` micro-batches of
 // B × T a step: median step seconds and communication seconds per step.
 static int dp_time(Comm *comm, const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps,
-                   int accum_global, double *step_s, double *comm_s, double *opt_mb) {
+                   int accum_global, int overlap, double *step_s, double *comm_s, double *opt_mb) {
     Model m = {0};
     AdamW opt = {0};
     DataParallel dp = {0};
     int rc = build_model(&m, preset, s, vocab, B, T);
     if (!rc) rc = dp_init(&dp, comm, &m, accum_global);
+    if (!rc) dp_set_overlap(&dp, &m, overlap);
     if (!rc) rc = adamw_init(&opt, m.ctx, dp.n_mine);
     size_t n = (size_t)B * T + 1;
     int *tok = mhar_alloc(sizeof(int) * n);
@@ -149,6 +150,7 @@ static int dp_time(Comm *comm, const char *preset, const BenchScheme *s, int voc
     for (int i = -1; i < steps && !rc; i++) {  // one untimed warm-up step
         rc = comm_barrier(comm);
         double t0 = now_seconds(), norm, mean;
+        dp.comm_seconds = 0;
         for (int k = 0; k < dp.accum && !rc; k++) {
             model_zero_grad(&m);
             loss[k] = model_forward(&m, tok, tok + 1);
@@ -177,37 +179,46 @@ int bench_data_parallel(Comm *comm, const char *preset, const BenchScheme *s, in
     out->threads = ops_threads();
     double *ranks_tok = mhar_alloc(sizeof(double) * repeat), *one_tok = mhar_alloc(sizeof(double) * repeat);
     double *comm_ms = mhar_alloc(sizeof(double) * repeat), *step_ms = mhar_alloc(sizeof(double) * repeat);
-    if (!ranks_tok || !one_tok || !comm_ms || !step_ms) return MHAR_ERR;
+    double *serial_tok = mhar_alloc(sizeof(double) * repeat), *serial_comm = mhar_alloc(sizeof(double) * repeat);
+    if (!ranks_tok || !one_tok || !comm_ms || !step_ms || !serial_tok || !serial_comm) return MHAR_ERR;
     Comm solo = {.rank = 0, .size = 1};
     snprintf(solo.host, sizeof solo.host, "%s", comm->host);
     int rc = MHAR_OK;
     for (int k = 0; k < repeat && !rc; k++) {
-        double step_s = 0, comm_s = 0, one_s = 0, unused;
-        rc = dp_time(comm, preset, s, vocab, B, T, steps, comm->size, &step_s, &comm_s, &out->opt_mb_rank);
+        double step_s = 0, comm_s = 0, one_s = 0, serial_s = 0, unused;
+        rc = dp_time(comm, preset, s, vocab, B, T, steps, comm->size, 1, &step_s, &comm_s, &out->opt_mb_rank);
+        // The same without overlap: every gradient sent after the backward.
+        if (!rc) rc = dp_time(comm, preset, s, vocab, B, T, steps, comm->size, 0, &serial_s, &serial_comm[k], &unused);
         // 1 rank with every rank's threads takes the same global batch while
         // the others sleep (not spin) at a barrier.
         if (!rc && comm->rank == 0) {
             ops_set_threads(out->ranks * out->threads);
-            rc = dp_time(&solo, preset, s, vocab, B, T, steps, comm->size, &one_s, &unused, &out->opt_mb_full);
+            rc = dp_time(&solo, preset, s, vocab, B, T, steps, comm->size, 0, &one_s, &unused, &out->opt_mb_full);
             ops_set_threads(out->threads);
         }
         if (comm_idle_barrier(comm)) rc = MHAR_ERR;
         rc = comm_agree(comm, rc);
         ranks_tok[k] = (double)B * T * comm->size / step_s;
+        serial_tok[k] = (double)B * T * comm->size / serial_s;
+        serial_comm[k] *= 1e3;
         one_tok[k] = one_s > 0 ? (double)B * T * comm->size / one_s : 0;
         comm_ms[k] = 1e3 * comm_s;
         step_ms[k] = 1e3 * step_s;
         if (!rc && comm->rank == 0)
-            fprintf(stderr, "  round %d  %d ranks x %d threads %8.0f tok/s (communication %.1f ms of %.1f ms)"
-                            "   1 rank x %d threads %8.0f tok/s\n", k + 1, out->ranks, out->threads, ranks_tok[k],
-                    comm_ms[k], 1e3 * step_s, out->ranks * out->threads, one_tok[k]);
+            fprintf(stderr, "  round %d  %d ranks x %d threads %8.0f tok/s (communication %.1f ms of %.1f ms; "
+                            "without overlap %.0f tok/s, %.1f ms)   1 rank x %d threads %8.0f tok/s\n", k + 1,
+                    out->ranks, out->threads, ranks_tok[k], comm_ms[k], 1e3 * step_s, serial_tok[k], serial_comm[k],
+                    out->ranks * out->threads, one_tok[k]);
     }
     if (!rc) {
         out->ranks_tok_s = median(ranks_tok, repeat);
         out->single_tok_s = median(one_tok, repeat);
         out->comm_ms = median(comm_ms, repeat);
         out->step_ms = median(step_ms, repeat);
+        out->serial_tok_s = median(serial_tok, repeat);
+        out->serial_comm_ms = median(serial_comm, repeat);
     }
+    mhar_free(serial_tok); mhar_free(serial_comm);
     mhar_free(ranks_tok); mhar_free(one_tok); mhar_free(comm_ms); mhar_free(step_ms);
     return rc;
 }

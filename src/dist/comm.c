@@ -53,6 +53,8 @@ int comm_init(Comm *c, int *argc, char ***argv) {
 void comm_job_ending(Comm *c) { c->ending = 1; }
 
 void comm_finalize(Comm *c) {
+    free(c->pending);
+    c->pending = NULL, c->n_pending = c->cap_pending = 0;
     if (c->mpi && !c->ending) MPI_Finalize();
     c->mpi = 0;
     world = NULL;
@@ -166,6 +168,78 @@ int comm_allgather_shards(Comm *c, float *buf, const Shards *s) {
     return MHAR_OK;
 }
 
+// One piece of a reduce-scatter in flight: MPI needs its counts until it ends.
+typedef struct {
+    MPI_Request req;
+    int *counts;   // [4·size]: send counts, send displacements, receive counts, receive displacements
+} Pending;
+
+static int pending_push(Comm *c, Pending p) {
+    if (c->n_pending == c->cap_pending) {
+        int cap = c->cap_pending ? 2 * c->cap_pending : 64;
+        Pending *grown = realloc(c->pending, sizeof(Pending) * cap);
+        if (!grown) return mhar_fail("out of memory for %d transfers", cap);
+        c->pending = grown, c->cap_pending = cap;
+    }
+    ((Pending *)c->pending)[c->n_pending++] = p;
+    return MHAR_OK;
+}
+
+int comm_reduce_scatter_begin(Comm *c, const float *send, size_t lo, size_t hi, const Shards *s, float *scratch) {
+    if (c->size == 1 || hi <= lo) return MHAR_OK;
+    const int N = c->size;
+    const size_t my_lo = s->lo[c->rank], my_hi = s->hi[c->rank], mine = my_hi - my_lo;
+    Pending p = {.counts = malloc(sizeof(int) * 4 * N)};
+    if (!p.counts) return mhar_fail("out of memory");
+    int *scnt = p.counts, *sdisp = scnt + N, *rcnt = sdisp + N, *rdisp = rcnt + N;
+    // To rank r: where [lo, hi) meets r's shard. From every rank: where it
+    // meets ours, into that rank's row of scratch [size, mine].
+    for (int r = 0; r < N; r++) {
+        size_t a = lo > s->lo[r] ? lo : s->lo[r], b = hi < s->hi[r] ? hi : s->hi[r];
+        scnt[r] = b > a ? (int)(b - a) : 0;
+        sdisp[r] = b > a ? (int)a : 0;
+    }
+    size_t a = lo > my_lo ? lo : my_lo, b = hi < my_hi ? hi : my_hi;
+    for (int r = 0; r < N; r++) {
+        rcnt[r] = b > a ? (int)(b - a) : 0;
+        rdisp[r] = b > a ? (int)(mine * r + (a - my_lo)) : 0;
+    }
+    int e = MPI_Ialltoallv(send, scnt, sdisp, MPI_FLOAT, scratch, rcnt, rdisp, MPI_FLOAT, MPI_COMM_WORLD, &p.req);
+    if (e != MPI_SUCCESS) {
+        free(p.counts);
+        return mpi_fail(e, "MPI_Ialltoallv");
+    }
+    return pending_push(c, p);
+}
+
+int comm_progress(Comm *c) {
+    if (!c->n_pending) return MHAR_OK;
+    // Testing the oldest transfer drives MPI's progress engine for all.
+    int done;
+    MPI_CHECK(MPI_Test(&((Pending *)c->pending)[0].req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return MHAR_OK;
+}
+
+int comm_reduce_scatter_end(Comm *c, OpsContext *ops, float *out, const Shards *s, int accumulate, float *scratch) {
+    const size_t mine = s->hi[c->rank] - s->lo[c->rank];
+    Pending *p = c->pending;
+    int rc = MHAR_OK;
+    for (int i = 0; i < c->n_pending; i++) {
+        int e = MPI_Wait(&p[i].req, MPI_STATUS_IGNORE);
+        if (e != MPI_SUCCESS && rc == MHAR_OK) rc = mpi_fail(e, "MPI_Wait");
+        free(p[i].counts);
+    }
+    c->n_pending = 0;
+    if (rc) return rc;
+    // Every rank adds the pieces of its shard in rank order itself, so the
+    // sum's order is fixed.
+    for (int r = 0; r < c->size; r++) {
+        if (r == 0 && !accumulate) vec_copy(ops, out, scratch, mine);
+        else vec_acc(ops, out, scratch + mine * r, mine);
+    }
+    return MHAR_OK;
+}
+
 int comm_reduce_scatter(Comm *c, OpsContext *ops, const float *send, float *out, const Shards *s, int accumulate,
                         float *scratch) {
     const size_t mine = s->hi[c->rank] - s->lo[c->rank];
@@ -174,18 +248,8 @@ int comm_reduce_scatter(Comm *c, OpsContext *ops, const float *send, float *out,
         else vec_copy(ops, out, send, mine);
         return MHAR_OK;
     }
-    // Every rank sends shard r of its buffer to rank r; rank r then adds the
-    // pieces in rank order itself, so the sum's order is fixed.
-    int scnt[c->size], sdisp[c->size], rcnt[c->size], rdisp[c->size];
-    shard_counts(s, scnt, sdisp);
-    for (int r = 0; r < c->size; r++) rcnt[r] = (int)mine, rdisp[r] = (int)(mine * r);
-    MPI_CHECK(MPI_Alltoallv(send, scnt, sdisp, MPI_FLOAT, scratch, rcnt, rdisp, MPI_FLOAT, MPI_COMM_WORLD),
-              "MPI_Alltoallv");
-    for (int r = 0; r < c->size; r++) {
-        if (r == 0 && !accumulate) vec_copy(ops, out, scratch, mine);
-        else vec_acc(ops, out, scratch + mine * r, mine);
-    }
-    return MHAR_OK;
+    if (comm_reduce_scatter_begin(c, send, 0, s->n, s, scratch)) return MHAR_ERR;
+    return comm_reduce_scatter_end(c, ops, out, s, accumulate, scratch);
 }
 
 int comm_gather_shards(Comm *c, const float *mine, float *full, const Shards *s) {

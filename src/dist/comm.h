@@ -15,6 +15,8 @@ typedef struct {
     int rank, size;
     int mpi;               // 1 when MPI was initialised (size may still be 1)
     int ending;            // comm_job_ending was called
+    void *pending;         // transfers begun and not yet waited for (comm.c)
+    int n_pending, cap_pending;
     char host[64];         // this rank's host name, for messages
 } Comm;
 
@@ -69,6 +71,14 @@ int comm_allgather_shards(Comm *c, float *buf, const Shards *s);
 // The additions run on ops' backend ctx.
 int comm_reduce_scatter(Comm *c, OpsContext *ops, const float *send, float *out, const Shards *s, int accumulate,
                         float *scratch);
+// The same in pieces, to overlap it with computing: _begin starts sending
+// send[lo, hi) (final by then; it must stay unchanged until _end) and
+// returns at once; comm_progress lets the transfers advance; _end waits for
+// every piece begun, whose ranges must together cover [0, n) once, and adds
+// them in rank order exactly as comm_reduce_scatter does.
+int comm_reduce_scatter_begin(Comm *c, const float *send, size_t lo, size_t hi, const Shards *s, float *scratch);
+int comm_progress(Comm *c);
+int comm_reduce_scatter_end(Comm *c, OpsContext *ops, float *out, const Shards *s, int accumulate, float *scratch);
 // Rank 0 receives every rank's shard `mine` [hi-lo] into full [n] (for a
 // checkpoint); full is not used on other ranks.
 int comm_gather_shards(Comm *c, const float *mine, float *full, const Shards *s);

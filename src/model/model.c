@@ -292,6 +292,17 @@ float model_forward(Model *m, const int *tokens, const int *targets) {
     return (float)(xent_forward(m->ctx, m->losses, m->logits, targets, n, V) / n);
 }
 
+// The end of layer l's tensors in the table (the scheme's follow the last layer's).
+static size_t layer_end(const Model *m, int l) {
+    const Config *c = &m->cfg;
+    if (l + 1 < c->num_hidden_layers) return m->layers[l + 1].in_norm;
+    return m->layers[l].w_down + (size_t)c->hidden_size * c->intermediate_size;
+}
+
+static void grads_ready(Model *m, size_t lo, size_t hi) {
+    if (m->grads_ready && hi > lo) m->grads_ready(m->grads_ready_arg, lo, hi);
+}
+
 void model_backward(Model *m, float loss_scale) {
     const Config *c = &m->cfg;
     Residual *r = &m->res;
@@ -303,6 +314,8 @@ void model_backward(Model *m, float loss_scale) {
     rmsnorm_backward(m->ctx, m->d_x, G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);
     m->scheme->read_backward(r, 2 * L, m->d_x);
+    // The final norm and an untied head (a tied one is the embedding's).
+    grads_ready(m, m->off_norm, m->table.total);
     for (int l = L - 1; l >= 0; l--) {
         int s = 2 * l + 1;
         m->scheme->write_backward(r, s);
@@ -312,8 +325,11 @@ void model_backward(Model *m, float loss_scale) {
         m->scheme->write_backward(r, s);
         attention_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), m->d_x);
         m->scheme->read_backward(r, s, m->d_x);
+        grads_ready(m, m->layers[l].in_norm, layer_end(m, l));
     }
+    grads_ready(m, layer_end(m, L - 1), m->off_norm);   // the scheme's parameters
     embedding_backward(m->ctx, G(m, m->off_embed), DSRC(m, 0), m->tokens, n, d, V);
+    grads_ready(m, 0, m->layers[0].in_norm);
 }
 
 void model_zero_grad(Model *m) { vec_zero(m->ctx, m->grads, m->table.total); }

@@ -54,6 +54,13 @@ typedef struct {
     float *d_x, *d_xn, *d_tmp, *d_qraw, *d_kraw, *d_q, *d_k, *d_v, *d_y;
     float *d_gate, *d_up, *d_hid, *att_scratch;
     float *rope_cos, *rope_sin;  // [max_pos, hd/2]
+    // Called by model_backward as each range [lo, hi) of the parameter
+    // gradients becomes final, from the head down to the embedding (the
+    // ranges cover the table once); NULL: not called. Data-parallel training
+    // starts reducing a layer's gradients here while the layers below still
+    // run their backward.
+    void (*grads_ready)(void *arg, size_t lo, size_t hi);
+    void *grads_ready_arg;
 } Model;
 
 // Build the parameter table for cfg and allocate params and grads (zeroed).

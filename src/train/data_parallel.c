@@ -45,7 +45,26 @@ int dp_init(DataParallel *dp, Comm *comm, Model *m, int accum_global) {
     if (!dp->grad) return MHAR_ERR;
     if (comm->size > 1 && !(dp->scratch = ops_alloc(dp->ctx, sizeof(float) * comm->size * largest))) return MHAR_ERR;
     dp->owns_grad = 1;
+    if (comm->size > 1) dp_set_overlap(dp, m, 1);
     return MHAR_OK;
+}
+
+// model_backward's hook: [lo, hi) of the gradients is final; send it.
+static void on_grads_ready(void *arg, size_t lo, size_t hi) {
+    DataParallel *dp = arg;
+    double t0 = now_seconds();
+    if (!dp->sending) dp->sending = dp->model_grads;
+    if (comm_reduce_scatter_begin(dp->comm, dp->model_grads, lo, hi, &dp->shards, dp->scratch) ||
+        comm_progress(dp->comm))
+        dp->failed = 1;
+    dp->comm_seconds += now_seconds() - t0;
+}
+
+void dp_set_overlap(DataParallel *dp, Model *m, int on) {
+    dp->overlap = on && dp->comm->size > 1;
+    dp->model_grads = m->grads;
+    m->grads_ready = dp->overlap ? on_grads_ready : NULL;
+    m->grads_ready_arg = dp->overlap ? dp : NULL;
 }
 
 void dp_free(DataParallel *dp) {
@@ -68,8 +87,16 @@ void dp_next_batch(DataParallel *dp, Loader *ld, int B, int *inputs, int *target
 int dp_reduce(DataParallel *dp, const float *grads, int k) {
     if (dp->grad == grads) return MHAR_OK;
     double t0 = now_seconds();
-    if (k == 0) dp->comm_seconds = 0;
-    int rc = comm_reduce_scatter(dp->comm, dp->ctx, grads, dp->grad, &dp->shards, k > 0, dp->scratch);
+    int rc;
+    if (dp->overlap) {
+        rc = dp->failed || grads != dp->sending
+                 ? mhar_fail("the gradients were not sent during the backward pass")
+                 : comm_reduce_scatter_end(dp->comm, dp->ctx, dp->grad, &dp->shards, k > 0, dp->scratch);
+        dp->sending = NULL;
+        dp->failed = 0;
+    } else {
+        rc = comm_reduce_scatter(dp->comm, dp->ctx, grads, dp->grad, &dp->shards, k > 0, dp->scratch);
+    }
     dp->comm_seconds += now_seconds() - t0;
     return rc;
 }

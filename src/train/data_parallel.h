@@ -30,6 +30,9 @@ typedef struct {
     double *norm_parts;  // [blocks of all shards]
     size_t *norm_counts; // [size] blocks per shard
     int owns_grad;       // grad is this module's (not the model's)
+    int overlap;         // reduce each range of gradients as the backward finishes it (default on)
+    const float *model_grads, *sending;  // the model's gradients; those being sent (overlap)
+    int failed;          // a send begun in the hook failed
     double comm_seconds; // time in collectives during the last step
 } DataParallel;
 
@@ -40,8 +43,12 @@ void dp_free(DataParallel *dp);
 // This rank's inputs and targets [B, T] for micro-batch k of the step; the
 // other ranks' windows are passed over.
 void dp_next_batch(DataParallel *dp, Loader *ld, int B, int *inputs, int *targets);
-// Micro-batch k's gradient (the model's grads) into the step's shard.
+// Micro-batch k's gradient (the model's grads) into the step's shard. With
+// overlap, its pieces were sent during model_backward (dp_init hooks
+// m->grads_ready); this waits for them and adds them up.
 int dp_reduce(DataParallel *dp, const float *grads, int k);
+// Overlap on or off (on after dp_init); the result is the same bit for bit.
+void dp_set_overlap(DataParallel *dp, Model *m, int on);
 // The step's mean loss from this rank's micro-batch losses [accum] (the same on every rank).
 int dp_loss(DataParallel *dp, const double *mine, double *loss);
 // The L2 norm of the step's gradient over all shards (the same on every rank).

@@ -148,6 +148,7 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
         float lr = lr_schedule(st->step, st->opt.steps, st->opt.warmup, (float)st->opt.lr);
         // accum micro-batches of B sequences on each rank; every one's
         // gradient is reduced into the step's as soon as its backward ends.
+        dp->comm_seconds = 0;
         for (int k = 0; k < dp->accum && rc == MHAR_OK; k++) {
             dp_next_batch(dp, &ld, B, inputs, targets);
             model_zero_grad(m);
