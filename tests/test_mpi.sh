@@ -76,6 +76,9 @@ check "2 ranks -> 1 process resume is bit-identical" "same_run $W/mhar.1x2 $W/r2
 $M train --out "$W/r12" $A --residual mhar --accum 4 --stop-at 5 2>/dev/null
 $MPI -np 2 $M train --out "$W/r12" --resume 2>"$W/r12.log"
 check "1 process -> 2 ranks resume is bit-identical" "same_run $W/mhar.1x2 $W/r12" "$(tail -n 2 "$W/r12.log")"
+$MPI -np 2 $M train --out "$W/r24" $A --residual mhar --accum 2 --stop-at 3 2>/dev/null
+$MPI -np 4 $M train --out "$W/r24" --resume 2>"$W/r24.log"
+check "2 ranks -> 4 ranks resume is bit-identical" "same_run $W/mhar.1x2 $W/r24" "$(tail -n 2 "$W/r24.log")"
 $M train --out "$W/r13" $A --residual mhar --accum 4 --stop-at 2 2>/dev/null
 expect_error "4 micro-batches a step do not resume on 3 ranks" "cannot be split evenly over 3 ranks" \
     $MPI -np 3 $M train --out "$W/r13" --resume
@@ -133,6 +136,25 @@ step=$(ckpt_step "$W/one")
 check "SIGTERM to one rank: all stop after the same step, one checkpoint, exit 0" \
     "[ $rc -eq 0 ] && [ -n '$step' ] && [ \$(steps_logged $W/one) -eq '$step' ] && grep -q 'checkpoint saved at step $step' $W/one.log" \
     "rc=$rc, step '$step': $(grep -v '^step' "$W/one.log" | tail -n 5)"
+
+# Non-finite steps: a NaN in the checkpoint's weights makes every loss NaN;
+# all ranks skip the same steps and stop together after --max-bad-steps.
+N="$W/nan"
+$MPI -np 2 $M train --out "$N" --config $W/tiny.json --train $W/train.bin --val $W/val.bin --batch 2 --seq 16 \
+    --steps 30 --eval-every 10 --save-every 1 --stop-at 4 2>/dev/null
+python3 - "$N/checkpoint/model.safetensors" <<'PY'
+import sys
+from safetensors.numpy import load_file, save_file
+t = load_file(sys.argv[1])
+t["model.norm.weight"][0] = float("nan")
+save_file(t, sys.argv[1] + ".new", metadata={"format": "pt"})
+PY
+mv "$N/checkpoint/model.safetensors.new" "$N/checkpoint/model.safetensors"
+err=$($MPI -np 2 $M train --out "$N" --resume --max-bad-steps 3 2>&1 >/dev/null)
+rc=$?
+check "non-finite steps on 2 ranks: skipped together, then every rank stops naming the step" \
+    "[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'step 7: loss -\?nan' <<<\"\$err\" && grep -q '3 non-finite steps in a row' <<<\"\$err\" && [ \$(grep -c 'update skipped' <<<\"\$err\") -eq 2 ] && [ \$(ckpt_step $N) -eq 4 ]" \
+    "rc=$rc: $(grep -v '^step' <<<"$err" | tail -n 4)"
 
 # One rank's token file is corrupt (MPMD: rank 1 gets other arguments).
 head -c 100 "$W/train.bin" >"$W/bad.bin"
