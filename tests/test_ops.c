@@ -196,7 +196,7 @@ static void rows_sum_fwd(Backend *be, Case *c) { // onto the values of in[0]: it
 }
 
 static void sum_squares_fwd(Backend *be, Case *c) {
-    c->outd[0][0] = sum_squares(be->ctx, c->in[0], c->n_in[0]);
+    sum_squares(be->ctx, c->outd[0], c->in[0], c->n_in[0], (size_t)c->p[1]);
 }
 
 // One AdamW step from p, m, v, g (inputs 0-3) to p, m, v (outputs 0-2). A
@@ -645,9 +645,8 @@ static void ref_rows_sum(const Case *c, double *const *in, double *const *out) {
 }
 
 static void ref_sum_squares(const Case *c, double *const *in, double *const *out) {
-    double s = 0;
-    for (size_t i = 0; i < c->n_in[0]; i++) s += in[0][i] * in[0][i];
-    out[0][0] = s;
+    for (size_t b = 0; b < c->n_out[0]; b++) out[0][b] = 0;
+    for (size_t i = 0; i < c->n_in[0]; i++) out[0][i / (size_t)c->p[1]] += in[0][i] * in[0][i];
 }
 
 // torch.optim.AdamW, as ops.h writes it: p, m, v, g -> p, m, v
@@ -997,8 +996,10 @@ static void shape_rows_sum(Case *c) {
     c->n_in[0] = c->n_out[0] = (size_t)c->p[1], c->n_in[1] = (size_t)c->p[0] * c->p[1];
 }
 
-// n: a [n] -> Σ a² [1] (double)
-static void shape_sum_squares(Case *c) { c->n_in[0] = (size_t)c->p[0], c->n_out[0] = 1, c->f64[0] = 1; }
+// n block: a [n] -> Σ a² per block [ceil(n/block)] (double)
+static void shape_sum_squares(Case *c) {
+    c->n_in[0] = (size_t)c->p[0], c->n_out[0] = ((size_t)c->p[0] + c->p[1] - 1) / c->p[1], c->f64[0] = 1;
+}
 
 // n: p, m, v, g [n] -> p, m, v [n]
 static void shape_adamw(Case *c) {
@@ -1189,7 +1190,7 @@ static const Op ROWS_BROADCAST = {"rows_broadcast", "rows d", {0}, shape_rows_br
                                   {DOUT_RANDOM}, NULL};
 static const Op ROWS_SUM = {"rows_sum", "rows d", {0}, shape_rows_sum, init_normal, rows_sum_fwd, NULL, ref_rows_sum,
                             {0}, {0}, NULL};
-static const Op SUM_SQUARES = {"sum_squares", "n", {0}, shape_sum_squares, init_normal, sum_squares_fwd, NULL,
+static const Op SUM_SQUARES = {"sum_squares", "n block", {0}, shape_sum_squares, init_normal, sum_squares_fwd, NULL,
                                ref_sum_squares, {0}, {0}, NULL};
 static const Op ADAMW = {"adamw_update", "n", {0}, shape_adamw, init_adamw, adamw_fwd, NULL, ref_adamw, {0}, {0},
                          NULL};
@@ -1371,9 +1372,10 @@ static const TestCase CASES[] = {
     {&ROWS_SUM, {37, 67}, 0, 1e-6, WHY_ROWS},
     {&ROWS_SUM, {1000, 64}, 0, 1e-6, WHY_ROWS},
     {&ROWS_SUM, {3, 5}, 0, 1e-6, WHY_ROWS},
-    {&SUM_SQUARES, {100003}, 0, 1e-11, WHY_F64},
-    {&SUM_SQUARES, {5}, 0, 1e-15, WHY_F64},
-    {&SUM_SQUARES, {1}, 0, 1e-15, WHY_F64},
+    {&SUM_SQUARES, {100003, 100003}, 0, 1e-11, WHY_F64},
+    {&SUM_SQUARES, {100003, 4096}, 0, 1e-12, WHY_F64},
+    {&SUM_SQUARES, {5, 2}, 0, 1e-15, WHY_F64},
+    {&SUM_SQUARES, {1, 1}, 0, 1e-15, WHY_F64},
     {&ADAMW, {100003}, 0, 1e-6, WHY_ADAMW},
     {&ADAMW, {7}, 0, 1e-6, WHY_ADAMW},
     // decoding: one position, GQA nh = 2·nkv, 4·nkv, nh == nkv, a long cache

@@ -120,8 +120,9 @@ void vec_axpy(OpsContext *ctx, float *out, const float *a, float s, const float 
 void rows_broadcast(OpsContext *ctx, float *out, const float *row, int rows, int d);
 // dsum [d] += Σ_r in[r, :] (in double over the rows, in order)
 void rows_sum(OpsContext *ctx, float *dsum, const float *in, int rows, int d);
-// Σ a[i]² over n floats, in double, in a fixed order.
-double sum_squares(OpsContext *ctx, const float *a, size_t n);
+// out [ceil(n/block)]: Σ a[i]² over each block of `block` floats of a [n]
+// (the last may be shorter), in double, each block in index order.
+void sum_squares(OpsContext *ctx, double *out, const float *a, size_t n, size_t block);
 
 // ---- AdamW (decoupled weight decay, torch.optim.AdamW) ---------------------------
 // One update of p, m, v [n] from g [n] (scaled by grad_scale, the clipping

@@ -118,11 +118,7 @@ int dp_grad_norm(DataParallel *dp, double *norm) {
     size_t before = 0;
     for (int r = 0; r < c->rank; r++) before += dp->norm_counts[r];
     double *mine = dp->norm_parts + before;
-    const size_t block = dp->shards.block;
-    for (size_t b = 0; b < dp->norm_counts[c->rank]; b++) {
-        size_t at = b * block, len = dp->n_mine - at < block ? dp->n_mine - at : block;
-        mine[b] = sum_squares(dp->ctx, dp->grad + at, len);
-    }
+    sum_squares(dp->ctx, mine, dp->grad, dp->n_mine, dp->shards.block);
     double t0 = now_seconds();
     if (c->size > 1) {
         double copy[dp->norm_counts[c->rank] + 1];   // the send buffer may not overlap the receive one

@@ -32,7 +32,14 @@ void adamw_free(AdamW *o) {
     memset(o, 0, sizeof *o);
 }
 
-double grad_global_norm(OpsContext *ctx, const float *g, size_t n) { return sqrt(sum_squares(ctx, g, n)); }
+double grad_global_norm(OpsContext *ctx, const float *g, size_t n) {
+    enum { PARTS = 64 };   // blocks summed in parallel, then in order
+    double part[PARTS], total = 0;
+    size_t block = n / PARTS + 1;
+    sum_squares(ctx, part, g, n, block);
+    for (size_t b = 0; b < (n + block - 1) / block; b++) total += part[b];
+    return sqrt(total);
+}
 
 void adamw_step(AdamW *o, float *p, float *g, double norm, float lr) {
     o->step++;

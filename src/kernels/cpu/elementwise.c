@@ -217,21 +217,16 @@ void rows_sum(OpsContext *ctx, float *restrict dsum, const float *restrict in, i
 }
 
 // Σ a² in fixed chunks summed in order: the same bits whatever the thread count.
-double sum_squares(OpsContext *ctx, const float *a, size_t n) {
+void sum_squares(OpsContext *ctx, double *out, const float *a, size_t n, size_t block) {
     (void)ctx;
-    enum { CHUNKS = 64 };
-    double part[CHUNKS];
-    size_t per = (n + CHUNKS - 1) / CHUNKS;
+    const size_t blocks = (n + block - 1) / block;
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < CHUNKS; c++) {
-        size_t lo = c * per, hi = lo + per < n ? lo + per : n;
+    for (size_t b = 0; b < blocks; b++) {
+        size_t lo = b * block, hi = lo + block < n ? lo + block : n;
         double acc = 0;
         for (size_t i = lo; i < hi; i++) acc += (double)a[i] * a[i];
-        part[c] = acc;
+        out[b] = acc;
     }
-    double total = 0;
-    for (int c = 0; c < CHUNKS; c++) total += part[c];
-    return total;
 }
 
 // ---- AdamW ------------------------------------------------------------------------
