@@ -6,34 +6,12 @@
 // a temporary sibling and renamed into place.
 #include "convert.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../model/model.h"
 #include "../residual/residual.h"
 #include "../util/dir.h"
-
-// A directory that does not exist, or exists and is empty, may become DIR.
-static int check_out(const char *out) {
-    struct stat sb;
-    if (stat(out, &sb) != 0) {
-        if (errno == ENOENT) return MHAR_OK;
-        return mhar_fail("%s: cannot check the output directory: %s", out, strerror(errno));
-    }
-    if (!S_ISDIR(sb.st_mode)) return mhar_fail("%s already exists and is not a directory", out);
-    DIR *d = opendir(out);
-    if (!d) return mhar_fail("%s: cannot read: %s", out, strerror(errno));
-    int empty = 1;
-    for (struct dirent *e; empty && (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-    closedir(d);
-    return empty ? MHAR_OK : mhar_fail("%s already exists and is not empty; choose a new --out", out);
-}
 
 // The converted config: the base's, with the delta_mh keys.
 static int delta_config(const Config *base, const char *run, int H, int N, Config *c) {
@@ -95,26 +73,15 @@ static int check_identity(Model *base, Model *conv) {
     return MHAR_OK;
 }
 
-static void remove_tmp(const char *tmp) {
-    char path[MHAR_PATH_MAX];
-    if (!path_join(path, sizeof path, tmp, "model.safetensors")) unlink(path);
-    if (!path_join(path, sizeof path, tmp, "config.json")) unlink(path);
-    rmdir(tmp);
-}
-
 // DIR.tmp.PID gets both files (each written atomically), then becomes DIR.
 static int write_atomically(const Model *m, const char *out) {
     char tmp[MHAR_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid()) >= (int)sizeof tmp)
-        return mhar_fail("%s: path too long", out);
-    if (mkdir(tmp, 0755) != 0) return mhar_fail("%s: cannot create: %s", tmp, strerror(errno));
-    if (model_save(m, tmp)) { remove_tmp(tmp); return MHAR_ERR; }
-    if (rename(tmp, out) != 0) {
-        int err = errno;
-        remove_tmp(tmp);
-        return mhar_fail("%s: cannot move the converted model into place: %s", out, strerror(err));
+    if (dir_stage(out, tmp, sizeof tmp)) return MHAR_ERR;
+    if (model_save(m, tmp)) {
+        dir_discard(tmp);
+        return MHAR_ERR;
     }
-    return fsync_parent(out);  // so the rename survives a crash
+    return dir_publish(tmp, out);
 }
 
 int convert_to_delta_mh(const char *run, const char *out, int heads, int blocks, ConvertInfo *info) {
@@ -128,7 +95,7 @@ int convert_to_delta_mh(const char *run, const char *out, int heads, int blocks,
     if (!blocks) blocks = base_cfg.num_hidden_layers < CONVERT_MAX_DEFAULT_BLOCKS ? base_cfg.num_hidden_layers
                                                                                 : CONVERT_MAX_DEFAULT_BLOCKS;
     int rc = delta_config(&base_cfg, run, heads, blocks, &cfg);
-    if (!rc) rc = check_out(out);
+    if (!rc) rc = dir_check_new(out);
     if (!rc) rc = model_load(&base, run);
     if (!rc) rc = model_create(&conv, &cfg);
     if (!rc) rc = copy_weights(&base, &conv);

@@ -1,6 +1,8 @@
 #include "dir.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -63,4 +65,47 @@ int path_is_file(const char *path) {
 int path_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int dir_check_new(const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT) return MHAR_OK;
+        return mhar_fail("%s: cannot check the output directory: %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode)) return mhar_fail("%s already exists and is not a directory", dir);
+    DIR *d = opendir(dir);
+    if (!d) return mhar_fail("%s: cannot read: %s", dir, strerror(errno));
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty ? MHAR_OK : mhar_fail("%s already exists and is not empty; choose a new --out", dir);
+}
+
+int dir_stage(const char *dir, char *tmp, size_t cap) {
+    if (path_format(tmp, cap, "%s.tmp.%ld", dir, (long)getpid())) return MHAR_ERR;
+    if (mkdir(tmp, 0755) != 0) return mhar_fail("%s: cannot create: %s", tmp, strerror(errno));
+    return MHAR_OK;
+}
+
+void dir_discard(const char *tmp) {
+    DIR *d = opendir(tmp);
+    if (d) {
+        char path[MHAR_PATH_MAX];
+        for (struct dirent *e; (e = readdir(d));)
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !path_join(path, sizeof path, tmp, e->d_name))
+                unlink(path);
+        closedir(d);
+    }
+    rmdir(tmp);
+}
+
+int dir_publish(const char *tmp, const char *dir) {
+    if (rename(tmp, dir) != 0) {
+        int err = errno;
+        dir_discard(tmp);
+        return mhar_fail("%s: cannot move the finished directory into place: %s", dir, strerror(err));
+    }
+    return fsync_parent(dir); // so the rename survives a crash
 }

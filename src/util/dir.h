@@ -2,6 +2,7 @@
 // two questions every walker asks. MHAR_OK / MHAR_ERR with a message naming
 // the directory and the reason.
 #pragma once
+#include <stddef.h>
 
 // mkdir -p: dir and every missing parent (mode 0755). An existing directory
 // is fine; an existing non-directory is an error.
@@ -15,3 +16,17 @@ int fsync_parent(const char *path);
 // 1 if path is (follows to) a regular file / a directory, else 0.
 int path_is_file(const char *path);
 int path_is_dir(const char *path);
+
+// An output directory that must come into being whole or not at all (an
+// imported model, an export): dir_check_new, files written into the staging
+// directory dir_stage makes (DIR.tmp.<pid>, beside DIR), then dir_publish,
+// or dir_discard on any error.
+// dir must not exist or be an empty directory (else an error saying so).
+int dir_check_new(const char *dir);
+// Create DIR.tmp.<pid> into tmp[cap].
+int dir_stage(const char *dir, char *tmp, size_t cap);
+// Rename tmp to dir (replacing an empty one) and make it durable; on
+// failure tmp is discarded.
+int dir_publish(const char *tmp, const char *dir);
+// Remove tmp and the files in it (a staging directory holds no subdirectory).
+void dir_discard(const char *tmp);
