@@ -4,6 +4,8 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

@@ -11,6 +11,8 @@ static const struct { const char *name; int (*run)(int, char **); const char *he
     {"eval", cmd_eval, "validation loss of a run directory on a token file"},
     {"sample", cmd_sample, "generate tokens from a run directory (KV cache)"},
     {"convert", cmd_convert, "baseline run -> delta_mh model with bit-identical logits (SPEC 2.7)"},
+    {"import", cmd_import, "Hugging Face checkpoint (safetensors, sharded, f32/bf16/f16) -> run directory"},
+    {"export", cmd_export, "run directory -> Hugging Face directory (bf16/f16/f32, sharded) for sharing"},
     {"bench", cmd_bench, "training throughput, model FLOP/s and the machine's sgemm rate"},
     {"data", cmd_data, "token files: synth (random or patterned tokens), tokenize (text to shards)"},
     {"tokenizer", cmd_tokenizer, "byte-level BPE: train, encode, decode, export, import"},

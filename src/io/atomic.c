@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../util/common.h"
@@ -82,6 +83,27 @@ int atomic_write_file(const char *path, const void *data, size_t n) {
     AtomicFile a;
     if (atomic_open(&a, path)) return MHAR_ERR;
     if (atomic_write(&a, data, n)) {
+        atomic_abort(&a);
+        return MHAR_ERR;
+    }
+    return atomic_commit(&a);
+}
+
+int atomic_copy_file(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb");
+    if (!in) return mhar_fail("%s: cannot open: %s", src, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(in);
+        return mhar_fail("%s: not a regular file", src);
+    }
+    AtomicFile a;
+    int rc = atomic_open(&a, dst);
+    char chunk[1 << 16];
+    for (size_t n; rc == MHAR_OK && (n = fread(chunk, 1, sizeof chunk, in)) > 0;) rc = atomic_write(&a, chunk, n);
+    if (rc == MHAR_OK && ferror(in)) rc = mhar_fail("%s: read failed", src);
+    fclose(in);
+    if (rc != MHAR_OK) {
         atomic_abort(&a);
         return MHAR_ERR;
     }

@@ -20,3 +20,5 @@ int atomic_commit(AtomicFile *a);  // flush, fsync, rename; removes tmp on error
 void atomic_abort(AtomicFile *a);  // remove the temp file
 // Convenience: whole buffer to path.
 int atomic_write_file(const char *path, const void *data, size_t n);
+// A byte-for-byte copy of the regular file src to dst, written atomically.
+int atomic_copy_file(const char *src, const char *dst);
