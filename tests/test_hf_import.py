@@ -444,6 +444,23 @@ def check_export(ctx, run, tied_run):
                   f"{len(src)} tensors of a delta_mh run back as bf16-rounded, mode kept" if not diff else diff[:3])
 
 
+def check_cli(ctx):
+    """--help of both commands; flags refused with the reason (exit 2)."""
+    rep, w = ctx.rep, ctx.w
+    for cmd in ("import", "export"):
+        rc, out, _ = mhar_rc(cmd, "--help")
+        rep.check(f"cli.{cmd}_help", rc == 0 and out.startswith(f"usage: mhar {cmd}"), f"rc {rc}")
+    cases = [("cli.export_bad_dtype", ["export", "--run", w, "--out", w / "x1", "--dtype", "f8"], "bf16, f16 or f32"),
+             ("cli.export_bad_shard_size", ["export", "--run", w, "--out", w / "x2", "--shard-size", "2XB"],
+              "size '2XB' is not a number of bytes"),
+             ("cli.export_zero_shard_size", ["export", "--run", w, "--out", w / "x3", "--shard-size", "0"],
+              "at least 1 byte"),
+             ("cli.import_needs_hf", ["import", "--out", w / "x4"], "--hf and --out are required")]
+    for name, args, want in cases:
+        rc, _, err = mhar_rc(*args)
+        rep.check(name, rc == 2 and want in err and not any(w.glob("x[0-9]*")), f"rc {rc}: {err.strip()[:200]}")
+
+
 def main():
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     transformers.utils.logging.set_verbosity_error()
@@ -452,6 +469,7 @@ def main():
     w = Path(tempfile.mkdtemp(prefix="mhar_hf_import_"))
     try:
         ctx = Ctx(rep, w)
+        check_cli(ctx)
         runs = {}
         for name, family, tied, dtype, sharded in CASES:
             runs[name] = check_import(ctx, name, family, tied, dtype, sharded,

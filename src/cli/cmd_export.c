@@ -35,13 +35,17 @@ int cmd_export(int argc, char **argv) {
     int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
     if (r) return r > 0 ? 0 : 2;
     if (!run || !out) { fprintf(stderr, "error: --run and --out are required (see --help)\n"); return 2; }
-    HfExportOptions o;
+    HfExportOptions o = {0};
     if (dtype_from_flag(dtype, &o.dtype)) {
         fprintf(stderr, "error: --dtype '%s': expected bf16, f16 or f32\n", dtype);
         return 2;
     }
-    if (hf_parse_size(shard, &o.shard_bytes) || o.shard_bytes == 0) {
-        fprintf(stderr, "error: --shard-size: %s\n", o.shard_bytes ? mhar_error() : "must be at least 1 byte");
+    if (hf_parse_size(shard, &o.shard_bytes)) {
+        fprintf(stderr, "error: --shard-size: %s\n", mhar_error());
+        return 2;
+    }
+    if (o.shard_bytes == 0) {
+        fprintf(stderr, "error: --shard-size must be at least 1 byte\n");
         return 2;
     }
     HfExportInfo info;

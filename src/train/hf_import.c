@@ -72,9 +72,9 @@ static int check_tied_head(const StCheckpoint *c, const Model *m, const char *co
     int same = memcmp(v, m->params + head.offset, head.numel * sizeof(float)) == 0;
     mhar_free(v);
     if (same) return MHAR_OK;
-    return mhar_fail("%s: tensor '%s' differs from '%s', but %s says tie_word_embeddings true (the tied head is "
-                     "the embedding); if the checkpoint has its own head, the config should say false",
-                     st_path(c, x), LM_HEAD, EMBED, config);
+    return mhar_fail("%s: tensor '%s' differs from '%s', but %s makes the model tied (tie_word_embeddings true, "
+                     "or absent: mhar's default), and a tied head is the embedding; if the checkpoint has its own "
+                     "head, the config should say tie_word_embeddings false", st_path(c, x), LM_HEAD, EMBED, config);
 }
 
 // The weights into m->params: everything checked before the first value is read.
