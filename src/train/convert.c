@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../model/hf_remote.h"
 #include "../model/model.h"
 #include "../residual/residual.h"
 #include "../util/dir.h"
@@ -99,6 +100,8 @@ static void remove_tmp(const char *tmp) {
     char path[MHAR_PATH_MAX];
     if (!path_join(path, sizeof path, tmp, "model.safetensors")) unlink(path);
     if (!path_join(path, sizeof path, tmp, "config.json")) unlink(path);
+    for (int i = 0; i < hf_remote_file_count; i++)
+        if (!path_join(path, sizeof path, tmp, hf_remote_files[i].name)) unlink(path);
     rmdir(tmp);
 }
 
