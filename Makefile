@@ -51,6 +51,19 @@ $(BUILD)/src/cli/cmd_sweep.o: $(BUILD)/gen/commit.h
 $(BUILD)/src/cli/cmd_sweep.o: CFLAGS += -I$(BUILD)/gen
 FORCE:
 
+# The Hugging Face remote code (src/hf/*.py) that model_save writes into run
+# directories, embedded as C arrays by tools/embed.c. The generator is built
+# with $(CC) alone: no sanitizer or fuzzer flags, it only runs here.
+HF_FILES := $(sort $(wildcard src/hf/*.py))
+LIB_OBJ  += $(BUILD)/gen/hf_files.o
+$(BUILD)/gen/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O1 -Wall -Wextra -Werror $< -o $@
+$(BUILD)/gen/hf_files.c: $(BUILD)/gen/embed $(HF_FILES)
+	$(BUILD)/gen/embed $@ $(HF_FILES)
+$(BUILD)/gen/hf_files.o: $(BUILD)/gen/hf_files.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
 $(BUILD)/libmhar.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

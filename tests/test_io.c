@@ -123,10 +123,17 @@ static void test_config_roundtrip(void) {
           rc, mhar_error(), (double)b.rms_norm_eps, (double)b.rope_theta);
     size_t n;
     char *text = slurp(p, &n);
-    CHECK(text && has(text, "\"Qwen3ForCausalLM\"") && has(text, "\"model_type\": \"qwen3\"") &&
-              has(text, "\"max_window_layers\": 8") && has(text, "\"sliding_window\": null") &&
+    CHECK(text && has(text, "\"max_window_layers\": 8") && has(text, "\"sliding_window\": null") &&
               has(text, "\"tie_word_embeddings\": false"),
           "config_hf_keys", "%s", text ? text : "(unreadable)");
+    // A scheme transformers has no class for names mhar's remote code, with
+    // one "mhar_" layer type per layer (8 layers in micro).
+    CHECK(text && has(text, "\"architectures\": [\"MharForCausalLM\"]") && has(text, "\"model_type\": \"mhar\"") &&
+              has(text, "\"AutoModelForCausalLM\": \"modeling_mhar.MharForCausalLM\"") &&
+              has(text, "\"layer_types\": [\"mhar_delta_mh\", \"mhar_delta_mh\", \"mhar_delta_mh\", "
+                        "\"mhar_delta_mh\", \"mhar_delta_mh\", \"mhar_delta_mh\", \"mhar_delta_mh\", \"mhar_delta_mh\"],") &&
+              !has(text, "Qwen3"),
+          "config_mhar_identity", "%s", text ? text : "(unreadable)");
     free(text);
     CHECK(temp_files_in(tmpdir) == 0, "config_save_no_temp_left", "temp files remain");
 
@@ -137,12 +144,25 @@ static void test_config_roundtrip(void) {
     text = slurp(p, &n);
     CHECK(rc == MHAR_OK && config_equal(&a, &b) && text && has(text, "\"rms_norm_eps\": 1e-06"),
           "config_roundtrip_defaults", "%s", mhar_error());
+    // baseline: a plain HF Qwen3 directory
+    CHECK(text && has(text, "\"architectures\": [\"Qwen3ForCausalLM\"]") && has(text, "\"model_type\": \"qwen3\"") &&
+              !has(text, "auto_map") && !has(text, "layer_types"),
+          "config_baseline_is_qwen3", "%s", text ? text : "(unreadable)");
     free(text);
 
     a.hidden_size = 100; // invalid: not saved
     rc = config_save(tpath("bad.json"), &a);
     CHECK(rc == MHAR_ERR && access(tpath("bad.json"), F_OK) != 0, "config_save_refuses_invalid",
           "%s", mhar_error());
+
+    // The most layers a config may have, each with the longest scheme name.
+    config_preset("nano", &a);
+    a.vocab_size = 64;
+    a.num_hidden_layers = 1024;
+    strcpy(a.attnres_mode, "denseformer");
+    rc = config_save(tpath("deep.json"), &a);
+    if (rc == MHAR_OK) rc = config_load(tpath("deep.json"), &b);
+    CHECK(rc == MHAR_OK && config_equal(&a, &b), "config_roundtrip_1024_layers", "%s", mhar_error());
 }
 
 // A config.json from a small base with one key replaced (value NULL: dropped,

@@ -251,15 +251,50 @@ static void format_float(char *out, size_t cap, float v) {
     snprintf(out, cap, "%.9g", (double)v);
 }
 
+int config_hf_native(const Config *c) {
+    return strcmp(c->attnres_mode, residual_at(0)->name) == 0;  // baseline, first in the registry
+}
+
+// The keys that say which model class reads the directory. A baseline run is
+// a plain Qwen3 checkpoint. Any other scheme names mhar's remote code
+// (model_save writes it alongside) and lists one "mhar_<scheme>" layer type
+// per layer, which transformers' own configs refuse, so loading it into a
+// Qwen3ForCausalLM raises instead of dropping the scheme's tensors.
+static char *identity_keys(const Config *c) {
+    if (config_hf_native(c)) {
+        return strdup("  \"architectures\": [\"Qwen3ForCausalLM\"],\n"
+                      "  \"model_type\": \"qwen3\",\n");
+    }
+    static const char head[] =
+        "  \"architectures\": [\"MharForCausalLM\"],\n"
+        "  \"model_type\": \"mhar\",\n"
+        "  \"auto_map\": {\n"
+        "    \"AutoConfig\": \"configuration_mhar.MharConfig\",\n"
+        "    \"AutoModelForCausalLM\": \"modeling_mhar.MharForCausalLM\"\n"
+        "  },\n"
+        "  \"layer_types\": [";
+    size_t per_layer = strlen(c->attnres_mode) + 12, cap = sizeof head + (size_t)c->num_hidden_layers * per_layer + 8;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    size_t n = (size_t)snprintf(out, cap, "%s", head);
+    for (int i = 0; i < c->num_hidden_layers; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s\"mhar_%s\"", i ? ", " : "", c->attnres_mode);
+    snprintf(out + n, cap - n, "],\n");
+    return out;
+}
+
 int config_save(const char *path, const Config *c) {
     if (config_validate(c, path)) return MHAR_ERR; // never write a config we would refuse
-    char eps[32], theta[32], buf[2048];
+    char eps[32], theta[32];
     format_float(eps, sizeof eps, c->rms_norm_eps);
     format_float(theta, sizeof theta, c->rope_theta);
-    int n = snprintf(buf, sizeof buf,
+    char *identity = identity_keys(c);
+    size_t cap = identity ? 2048 + strlen(identity) : 0;
+    char *buf = identity ? malloc(cap) : NULL;
+    if (!buf) { free(identity); return mhar_fail("%s: out of memory", path); }
+    int n = snprintf(buf, cap,
         "{\n"
-        "  \"architectures\": [\"Qwen3ForCausalLM\"],\n"
-        "  \"model_type\": \"qwen3\",\n"
+        "%s"
         "  \"hidden_act\": \"silu\",\n"
         "  \"attention_bias\": false,\n"
         "  \"attention_dropout\": 0.0,\n"
@@ -287,10 +322,13 @@ int config_save(const char *path, const Config *c) {
         "  \"attnres_num_heads\": %d,\n"
         "  \"attnres_num_blocks\": %d\n"
         "}\n",
-        c->num_hidden_layers, c->vocab_size, c->hidden_size, c->num_hidden_layers,
+        identity, c->num_hidden_layers, c->vocab_size, c->hidden_size, c->num_hidden_layers,
         c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->intermediate_size,
         c->max_position_embeddings, eps, theta, c->tie_word_embeddings ? "true" : "false",
         c->attnres_mode, c->attnres_num_heads, c->attnres_num_blocks);
-    if (n < 0 || (size_t)n >= sizeof buf) return mhar_fail("%s: config text too long", path);
-    return atomic_write_file(path, buf, (size_t)n);
+    int rc = n < 0 || (size_t)n >= cap ? mhar_fail("%s: config text too long", path)
+                                       : atomic_write_file(path, buf, (size_t)n);
+    free(buf);
+    free(identity);
+    return rc;
 }

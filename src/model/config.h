@@ -28,8 +28,13 @@ int config_load(const char *path, Config *c);
 // The same from the text[0..n) of a config.json (need not be NUL-terminated);
 // `origin` names it in errors. config_load reads the file and calls this.
 int config_parse(const char *text, size_t n, const char *origin, Config *c);
+// 1 when transformers' own Qwen3 class computes this model (the baseline
+// scheme); every other scheme's run directory carries mhar's remote code.
+int config_hf_native(const Config *c);
 // Write config.json atomically, with the HF Qwen3 keys that transformers
-// needs to load the directory (architectures, model_type, hidden_act, ...).
+// needs to load the directory (architectures, model_type, hidden_act, ...);
+// a non-native scheme names MharForCausalLM (model_type "mhar", auto_map,
+// one "mhar_<scheme>" layer type per layer) instead of Qwen3ForCausalLM.
 int config_save(const char *path, const Config *c);
 // Check every field (positive sizes, heads divide, head_dim even, routing
 // heads divide width, known mode...). `origin` names where c came from.

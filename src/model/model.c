@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../io/safetensors.h"
+#include "hf_remote.h"
 #include "../kernels/ops.h"
 #include "../util/memlimit.h"
 
@@ -430,6 +431,7 @@ int model_save(const Model *m, const char *dir) {
     char path[MHAR_PATH_MAX];
     if (path_join(path, sizeof path, dir, "model.safetensors")) return MHAR_ERR;
     if (safetensors_save(path, &m->table, m->params)) return MHAR_ERR;
+    if (!config_hf_native(&m->cfg) && hf_remote_save(dir)) return MHAR_ERR;
     if (path_join(path, sizeof path, dir, "config.json")) return MHAR_ERR;
     return config_save(path, &m->cfg);
 }

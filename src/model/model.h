@@ -67,7 +67,9 @@ typedef struct {
 int model_create(Model *m, const Config *cfg);
 // SPEC §1 init: matrices N(0, 0.02²), norms 1, scheme tensors per scheme.
 void model_init_weights(Model *m, uint64_t seed);
-// Load DIR/config.json and DIR/model.safetensors (validated), or save them.
+// Load DIR/config.json and DIR/model.safetensors (validated), or save them;
+// saving a scheme transformers has no class for also writes mhar's remote
+// code (configuration_mhar.py, modeling_mhar.py; model/hf_remote.h).
 int model_load(Model *m, const char *dir);
 int model_save(const Model *m, const char *dir);
 // Size the activation arena for batches of B sequences of T tokens: checks

@@ -13,6 +13,7 @@
 
 #include "../io/atomic.h"
 #include "../io/safetensors.h"
+#include "../model/hf_remote.h"
 #include "../util/dir.h"
 #include "../util/json.h"
 
@@ -107,6 +108,8 @@ int checkpoint_save(const char *dir, const Model *m, const AdamW *opt, const Tra
     if (rc == MHAR_OK) rc = fsync_dir(dir);
     remove_checkpoint_dir(tmp);  // after a swap: the previous checkpoint
     if (rc == MHAR_OK) rc = link_into_run(dir, "model.safetensors");
+    for (int i = 0; rc == MHAR_OK && !config_hf_native(&m->cfg) && i < hf_remote_file_count; i++)
+        rc = link_into_run(dir, hf_remote_files[i].name);
     if (rc == MHAR_OK) rc = link_into_run(dir, "config.json");
     if (rc == MHAR_OK) rc = fsync_dir(dir);
     return rc;
