@@ -16,6 +16,7 @@
 
 #include "../model/model.h"
 #include "../residual/residual.h"
+#include "../tokenizer/run_tokenizer.h"
 #include "../util/dir.h"
 
 // A directory that does not exist, or exists and is empty, may become DIR.
@@ -96,19 +97,26 @@ static int check_identity(Model *base, Model *conv) {
 }
 
 static void remove_tmp(const char *tmp) {
+    static const char *const files[] = {"model.safetensors", "config.json", "tokenizer.json",
+                                        "tokenizer_config.json", "special_tokens_map.json"};
     char path[MHAR_PATH_MAX];
-    if (!path_join(path, sizeof path, tmp, "model.safetensors")) unlink(path);
-    if (!path_join(path, sizeof path, tmp, "config.json")) unlink(path);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (!path_join(path, sizeof path, tmp, files[i])) unlink(path);
     rmdir(tmp);
 }
 
-// DIR.tmp.PID gets both files (each written atomically), then becomes DIR.
-static int write_atomically(const Model *m, const char *out) {
+// DIR.tmp.PID gets the model's files and the base's tokenizer, if it has
+// one (each written atomically), then becomes DIR.
+static int write_atomically(const Model *m, const char *run, const char *out) {
     char tmp[MHAR_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid()) >= (int)sizeof tmp)
         return mhar_fail("%s: path too long", out);
     if (mkdir(tmp, 0755) != 0) return mhar_fail("%s: cannot create: %s", tmp, strerror(errno));
-    if (model_save(m, tmp)) { remove_tmp(tmp); return MHAR_ERR; }
+    if (model_save(m, tmp) ||
+        (run_tokenizer_present(run) && run_tokenizer_copy(run, tmp, m->cfg.max_position_embeddings))) {
+        remove_tmp(tmp);
+        return MHAR_ERR;
+    }
     if (rename(tmp, out) != 0) {
         int err = errno;
         remove_tmp(tmp);
@@ -133,7 +141,7 @@ int convert_to_delta_mh(const char *run, const char *out, int heads, int blocks,
     if (!rc) rc = model_create(&conv, &cfg);
     if (!rc) rc = copy_weights(&base, &conv);
     if (!rc) rc = check_identity(&base, &conv);
-    if (!rc) rc = write_atomically(&conv, out);
+    if (!rc) rc = write_atomically(&conv, run, out);
     if (!rc) {
         info->mode = residual_delta_mh.name;
         info->heads = heads;
