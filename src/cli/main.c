@@ -9,7 +9,8 @@
 static const struct { const char *name; int (*run)(int, char **); const char *help; } commands[] = {
     {"train", cmd_train, "train a model (any residual scheme) on a token file"},
     {"eval", cmd_eval, "validation loss of a run directory on a token file"},
-    {"sample", cmd_sample, "generate tokens from a run directory (KV cache)"},
+    {"sample", cmd_sample, "generate text or token ids from a run directory (KV cache)"},
+    {"score", cmd_score, "lm-eval-harness log-likelihood scoring: multiple choice, perplexity"},
     {"convert", cmd_convert, "baseline run -> delta_mh model with bit-identical logits (SPEC 2.7)"},
     {"bench", cmd_bench, "training throughput, model FLOP/s and the machine's sgemm rate"},
     {"data", cmd_data, "token files: synth (random or patterned tokens), tokenize (text to shards)"},
