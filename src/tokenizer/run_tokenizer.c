@@ -141,12 +141,13 @@ int run_tokenizer_prefix(const RunTokenizer *t) {
 }
 
 int tokenizer_load_file(const char *path, Bpe *b) {
+    // A JSON object is a tokenizer.json; anything else is read as a .bpe
+    // file, whose loader names what is wrong with it (bad magic, truncated).
     FILE *f = fopen(path, "rb");
-    char magic[8] = {0};
-    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
+    int c = ' ';
+    while (f && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) c = fgetc(f);
     if (f) fclose(f);
-    if (n == sizeof magic && !memcmp(magic, "MHARBPE", 8)) return bpe_load(path, b);
-    return bpe_import_hf(path, b);
+    return c == '{' ? bpe_import_hf(path, b) : bpe_load(path, b);
 }
 
 int tokenizer_beside(const char *token_file, char *out, size_t cap) {

@@ -41,8 +41,8 @@ int run_tokenizer_eot(const RunTokenizer *t);
 // prefix_token_id: bos_token, else the end-of-text token; -1 if none.
 int run_tokenizer_prefix(const RunTokenizer *t);
 
-// A tokenizer file in either format, told apart by content: mhar's .bpe
-// (bpe_load) or an HF tokenizer.json (bpe_import_hf).
+// A tokenizer file in either format, told apart by content: an HF
+// tokenizer.json (a JSON object: bpe_import_hf), else mhar's .bpe (bpe_load).
 int tokenizer_load_file(const char *path, Bpe *b);
 // The tokenizer a token file was made with: tokenizer.bpe in the same
 // directory (what `mhar data tokenize` and the default data write), else
