@@ -1,11 +1,13 @@
 // default_data_build (data/default_data.h) on a small stand-in for the Python
 // standard library: it builds DIR/data/{corpus/, tokenizer.bpe, train.bin,
-// val.bin}, the token files load with the tokenizer's vocabulary, and a
+// val.bin}, the token files load with the tokenizer's vocabulary, the
+// tokenizer is found beside them (what `mhar train` stores in its run), and a
 // second call reuses them (nothing rebuilt).
 #include "check.h"
 #include "testfiles.h"
 #include "data/default_data.h"
 #include "data/tokens.h"
+#include "tokenizer/run_tokenizer.h"
 #include "util/common.h"
 
 #include <sys/stat.h>
@@ -35,6 +37,15 @@ int main(void) {
           has(train, "/run/data/train.bin") && stat(tpath("run/data/tokenizer.bpe"), &sb) == 0 &&
           stat(tpath("run/data/corpus/manifest.json"), &sb) == 0,
           "builds_corpus_tokenizer_shards", "rc %d %d %d: %s; %zu train tokens", rc, rt, rv, mhar_error(), t.count);
+    // the tokenizer beside the training tokens, made for them: what `mhar train` stores in the run
+    char tok[4400];
+    Bpe b;
+    int found = rc ? 0 : tokenizer_beside(train, tok, sizeof tok);
+    int rb = found == 1 ? tokenizer_load_file(tok, &b) : MHAR_ERR;
+    CHECK(found == 1 && has(tok, "/run/data/tokenizer.bpe") && rb == MHAR_OK && b.vocab_size == t.vocab_size,
+          "tokenizer_beside_train_tokens", "found %d at %s, vocab %d vs %d: %s", found, found == 1 ? tok : "-",
+          rb ? -1 : b.vocab_size, t.vocab_size, mhar_error());
+    if (rb == MHAR_OK) bpe_free(&b);
     tokens_free(&t);
     tokens_free(&v);
     // reused: the tokenizer is not rebuilt (a rebuild would fail: its corpus is gone)

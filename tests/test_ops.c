@@ -161,6 +161,9 @@ static void xent_bwd(Backend *be, Case *c) {
     xent_backward(be->ctx, c->din[0], c->in[0], c->ids, c->p[0], c->p[1], c->dout[0][0]);
 }
 
+static void token_logprobs_fwd(Backend *be, Case *c) {
+    token_logprobs(be->ctx, c->outd[0], c->in[0], c->ids, c->p[0], c->p[1]);
+}
 static void vec_add_fwd(Backend *be, Case *c) {
     vec_add(be->ctx, c->out[0], c->in[0], c->in[1], c->n_out[0]);
 }
@@ -554,6 +557,13 @@ static void ref_xent(const Case *c, double *const *in, double *const *out) {
     }
 }
 
+// logits [n, V], targets -> log softmax at the target [n]
+static void ref_token_logprobs(const Case *c, double *const *in, double *const *out) {
+    double *loss[2] = {out[0], &(double){0}};
+    ref_xent(c, in, loss);
+    for (int i = 0; i < c->p[0]; i++) out[0][i] = -out[0][i];
+}
+
 static void ref_vec_add(const Case *c, double *const *in, double *const *out) {
     for (size_t i = 0; i < c->n_out[0]; i++) out[0][i] = in[0][i] + in[1][i];
 }
@@ -942,6 +952,12 @@ static void init_xent(Case *c, Rng *rng) { // N(0, 3²), or uniform in [-80, 80]
     if (n > 1) c->in[0][(size_t)V + c->ids[1]] = 80; // and a confident one
 }
 
+// n, V: logits [n, V], targets [n] -> logp [n] (double)
+static void shape_token_logprobs(Case *c) {
+    size_t n = c->p[0], V = c->p[1];
+    c->n_in[0] = n * V, c->n_out[0] = n, c->f64[0] = 1, c->n_ids = n;
+}
+
 // n: a, b [n] -> out [n]
 static void shape_vec(Case *c) { c->n_in[0] = c->n_in[1] = c->n_out[0] = (size_t)c->p[0]; }
 
@@ -1158,6 +1174,8 @@ static const Op SWIGLU = {"swiglu", "n", {0}, shape_swiglu, init_swiglu, swiglu_
                           {GRAD_SET, GRAD_SET}, {DOUT_RANDOM}, NULL};
 static const Op XENT = {"xent", "n V", {0, "large_logits"}, shape_xent, init_xent, xent_fwd, xent_bwd,
                         ref_xent, {GRAD_SET}, {DOUT_SCALE, DOUT_NONE}, NULL};
+static const Op TOKEN_LOGPROBS = {"token_logprobs", "n V", {0, "large_logits"}, shape_token_logprobs, init_xent,
+                                  token_logprobs_fwd, NULL, ref_token_logprobs, {0}, {0}, NULL};
 static const Op VEC_ADD = {"vec_add", "n", {0}, shape_vec, init_normal, vec_add_fwd, NULL, ref_vec_add,
                            {0}, {0}, NULL};
 static const Op VEC_ACC = {"vec_acc", "n", {0}, shape_vec, init_normal, vec_acc_fwd, NULL, ref_vec_add,
@@ -1245,6 +1263,7 @@ static const Op GATED_READ = {"gated_read", "n_tok d", {0}, shape_gated_read, in
 #define WHY_F64 "computed in double from the same fp32 inputs: only the order of double sums and libm's exp/log differ (<= n·2^-53 of the terms)"
 #define WHY_PROBE "computed in double from the same fp32 inputs: only the order of sums and libm differ (~1e-15 of the logits); KL values near 0 against 1e-6 nats"
 #define WHY_ADAMW "a dozen fp32 operations per element (a sqrt, a division): ~1e-6; lr 0.05 makes the step a sizable part of p, so a wrong term is off by 1e-3 or more"
+#define WHY_LOGPROBS "fp32 exponentials (~1e-7 relative each) summed in double: the log-sum-exp within ~1e-7 of the largest |log p|"
 #define WHY_HC "fp32 sums of 5 terms per element; parameter dots of d fp32 products per token, in double over tokens"
 
 typedef struct {
@@ -1285,6 +1304,10 @@ static const TestCase CASES[] = {
     {&XENT, {37, 1001}, XENT_NORMAL, 1e-5, WHY_SUMS},
     {&XENT, {13, 1001}, XENT_LARGE, 1e-5, WHY_SUMS},
     {&XENT, {3, 7}, XENT_NORMAL, 1e-5, WHY_SUMS},
+    // token_logprobs: xent's rows without the sign and in double; exp in fp32 over a row
+    {&TOKEN_LOGPROBS, {37, 1001}, XENT_NORMAL, 1e-6, WHY_LOGPROBS},
+    {&TOKEN_LOGPROBS, {13, 1001}, XENT_LARGE, 1e-6, WHY_LOGPROBS},
+    {&TOKEN_LOGPROBS, {3, 7}, XENT_NORMAL, 1e-6, WHY_LOGPROBS},
     {&VEC_ADD, {100003}, 0, 1e-7, WHY_ROUND},
     {&VEC_ADD, {5}, 0, 1e-7, WHY_ROUND},
     {&VEC_ACC, {100003}, 0, 1e-7, WHY_ROUND},

@@ -9,6 +9,7 @@
 #include "data/synth.h"
 #include "data/tokens.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/run_tokenizer.h"
 #include "tokenizer/shards.h"
 #include "util/common.h"
 
@@ -76,14 +77,15 @@ static const char *tokenize_usage =
     "packed in order, each followed by <|endoftext|>. A corpus from `mhar data\n"
     "corpus` (manifest.json, train/, val/) keeps its split and its documents;\n"
     "in any other directory each file is a document and the files are split by\n"
-    "--val-fraction with --seed. Empty and binary (NUL) files are skipped.";
+    "--val-fraction with --seed. Empty and binary (NUL) files are skipped. The\n"
+    "tokenizer is written beside them as DIR/tokenizer.bpe: a run trained on them records it.";
 
 static int tokenize(int argc, char **argv) {
     const char *tok = NULL;
     ShardOptions o = {.val_fraction = 0.01, .seed = 1, .max_width = 4, .verbose = 1};
     float frac = 0.01f;
     Flag flags[] = {
-        {"tokenizer", FLAG_STR, &tok, "tokenizer file (mhar tokenizer train / import)", 0, 0, 0},
+        {"tokenizer", FLAG_STR, &tok, "tokenizer file: .bpe (mhar tokenizer train / import) or tokenizer.json", 0, 0, 0},
         {"corpus", FLAG_STR, &o.corpus, "corpus directory", 0, 0, 0},
         {"out", FLAG_STR, &o.out_dir, "output directory (train.bin, val.bin)", 0, 0, 0},
         {"val-fraction", FLAG_FLOAT, &frac, "validation share of a plain directory's files (default 0.01)", 1e-6, 0.5, 0},
@@ -99,7 +101,7 @@ static int tokenize(int argc, char **argv) {
     if (o.max_width == 3) { fprintf(stderr, "error: --max-width is 2 or 4\n"); return 2; }
     o.val_fraction = frac;
     Bpe b;
-    if (bpe_load(tok, &b)) { fprintf(stderr, "error: %s\n", mhar_error()); return 1; }
+    if (tokenizer_load_file(tok, &b)) { fprintf(stderr, "error: %s\n", mhar_error()); return 1; }
     o.bpe = &b;
     ShardStats st;
     int rc = shards_tokenize(&o, &st);

@@ -10,6 +10,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/export.h"
 #include "tokenizer/pretokenize.h"
+#include "tokenizer/run_tokenizer.h"
 #include "tokenizer/textfiles.h"
 #include "tokenizer/train.h"
 #include "util/common.h"
@@ -85,7 +86,7 @@ static int encode(int argc, char **argv) {
     const char *tok = NULL, *in = NULL, *out = NULL;
     int ordinary = 0, binary = 0, max_width = 4;
     Flag flags[] = {
-        {"tokenizer", FLAG_STR, &tok, "tokenizer file", 0, 0, 0},
+        {"tokenizer", FLAG_STR, &tok, "tokenizer file (.bpe, or an HF tokenizer.json such as RUN/tokenizer.json)", 0, 0, 0},
         {"in", FLAG_STR, &in, "text file", 0, 0, 0},
         {"out", FLAG_STR, &out, "token file to write", 0, 0, 0},
         {"ordinary", FLAG_BOOL, &ordinary, "special token text is ordinary text", 0, 0, 0},
@@ -97,7 +98,7 @@ static int encode(int argc, char **argv) {
     if (!tok || !in || !out) { fprintf(stderr, "error: --tokenizer, --in and --out are required (see --help)\n"); return 2; }
     if (max_width == 3) { fprintf(stderr, "error: --max-width is 2 or 4\n"); return 2; }
     Bpe b;
-    if (bpe_load(tok, &b)) return fail();
+    if (tokenizer_load_file(tok, &b)) return fail();
     IntVec ids = {0};
     size_t n = 0;
     int rc = MHAR_OK;
@@ -123,7 +124,7 @@ static const char *decode_usage =
 static int decode(int argc, char **argv) {
     const char *tok = NULL, *in = NULL, *out = NULL;
     Flag flags[] = {
-        {"tokenizer", FLAG_STR, &tok, "tokenizer file", 0, 0, 0},
+        {"tokenizer", FLAG_STR, &tok, "tokenizer file (.bpe, or an HF tokenizer.json such as RUN/tokenizer.json)", 0, 0, 0},
         {"in", FLAG_STR, &in, "token file", 0, 0, 0},
         {"out", FLAG_STR, &out, "text file to write", 0, 0, 0},
     };
@@ -131,7 +132,7 @@ static int decode(int argc, char **argv) {
     if (r) return r > 0 ? 0 : 2;
     if (!tok || !in || !out) { fprintf(stderr, "error: --tokenizer, --in and --out are required (see --help)\n"); return 2; }
     Bpe b;
-    if (bpe_load(tok, &b)) return fail();
+    if (tokenizer_load_file(tok, &b)) return fail();
     TokenFile tf = {0};
     int rc = tokens_load(in, &tf);
     if (!rc && tf.vocab_size > b.vocab_size)
@@ -158,7 +159,7 @@ static const char *export_usage =
 static int export_cmd(int argc, char **argv) {
     const char *tok = NULL, *hf = NULL, *tt = NULL;
     Flag flags[] = {
-        {"tokenizer", FLAG_STR, &tok, "tokenizer file", 0, 0, 0},
+        {"tokenizer", FLAG_STR, &tok, "tokenizer file (.bpe, or an HF tokenizer.json such as RUN/tokenizer.json)", 0, 0, 0},
         {"hf", FLAG_STR, &hf, "tokenizer.json to write", 0, 0, 0},
         {"tiktoken", FLAG_STR, &tt, "tiktoken ranks file to write (and FILE.json)", 0, 0, 0},
     };
@@ -166,7 +167,7 @@ static int export_cmd(int argc, char **argv) {
     if (r) return r > 0 ? 0 : 2;
     if (!tok || (!hf && !tt)) { fprintf(stderr, "error: --tokenizer and --hf or --tiktoken are required (see --help)\n"); return 2; }
     Bpe b;
-    if (bpe_load(tok, &b)) return fail();
+    if (tokenizer_load_file(tok, &b)) return fail();
     int rc = MHAR_OK;
     if (hf) rc = bpe_export_hf(&b, hf);
     if (!rc && tt) rc = bpe_export_tiktoken(&b, tt);

@@ -13,3 +13,4 @@ int cmd_tokenizer(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
+int cmd_score(int argc, char **argv);

@@ -9,7 +9,8 @@
 static const struct { const char *name; int (*run)(int, char **); const char *help; } commands[] = {
     {"train", cmd_train, "train a model (any residual scheme) on a token file"},
     {"eval", cmd_eval, "validation loss of a run directory on a token file"},
-    {"sample", cmd_sample, "generate tokens from a run directory (KV cache)"},
+    {"sample", cmd_sample, "generate text or token ids from a run directory (KV cache)"},
+    {"score", cmd_score, "lm-eval-harness log-likelihood scoring: multiple choice, perplexity"},
     {"convert", cmd_convert, "baseline run -> delta_mh model with bit-identical logits (SPEC 2.7)"},
     {"import", cmd_import, "Hugging Face checkpoint (safetensors, sharded, f32/bf16/f16) -> run directory"},
     {"export", cmd_export, "run directory -> Hugging Face directory (bf16/f16/f32, sharded) for sharing"},

@@ -108,6 +108,11 @@ double xent_forward(OpsContext *ctx, float *losses, const float *logits, const i
 void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n,
                    int V, float scale);
 
+// ---- log-probabilities of given tokens (scoring) -------------------------------
+// logits [n, V], targets [n] -> logp [n] = log softmax(logits row)[target]
+// (natural log; the row's sum of exponentials accumulated in double).
+void token_logprobs(OpsContext *ctx, double *logp, const float *logits, const int *targets, int n, int V);
+
 // ---- elementwise and row helpers (all [n] unless stated) -----------------------
 void vec_copy(OpsContext *ctx, float *out, const float *a, size_t n);             // out = a
 void vec_zero(OpsContext *ctx, float *out, size_t n);                             // out = 0

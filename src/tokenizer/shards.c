@@ -141,6 +141,10 @@ int shards_tokenize(const ShardOptions *o, ShardStats *st) {
     static const char *name[2] = {"train.bin", "val.bin"};
     if (!rc && mkdir(o->out_dir, 0777) != 0 && errno != EEXIST)
         rc = mhar_fail("%s: cannot create the directory: %s", o->out_dir, strerror(errno));
+    // The tokenizer first: token files never stand without the one that made them.
+    char tok_path[MHAR_PATH_MAX];
+    if (!rc) rc = path_join(tok_path, sizeof tok_path, o->out_dir, "tokenizer.bpe");
+    if (!rc) rc = bpe_save(tok_path, b);
     for (int s = 0; s < 2 && !rc; s++) {
         IntVec ids = {0};
         size_t skipped = 0;

@@ -1,6 +1,7 @@
 // Token shards for training: a corpus directory encoded into train.bin and
 // val.bin (the engine's token files, data/tokens.h), documents packed in
-// order, each followed by <|endoftext|>.
+// order, each followed by <|endoftext|>, with the tokenizer beside them as
+// tokenizer.bpe (so a run trained on them records it: run_tokenizer.h).
 //
 // Two corpus layouts:
 //   - a corpus `mhar data corpus` wrote (DIR/manifest.json, DIR/train/,

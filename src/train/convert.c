@@ -11,6 +11,7 @@
 
 #include "../model/model.h"
 #include "../residual/residual.h"
+#include "../tokenizer/run_tokenizer.h"
 #include "../util/dir.h"
 
 // The converted config: the base's, with the delta_mh keys.
@@ -73,11 +74,13 @@ static int check_identity(Model *base, Model *conv) {
     return MHAR_OK;
 }
 
-// DIR.tmp.PID gets both files (each written atomically), then becomes DIR.
-static int write_atomically(const Model *m, const char *out) {
+// DIR.tmp.PID gets the model's files and the base's tokenizer, if it has
+// one (each written atomically), then becomes DIR.
+static int write_atomically(const Model *m, const char *run, const char *out) {
     char tmp[MHAR_PATH_MAX];
     if (dir_stage(out, tmp, sizeof tmp)) return MHAR_ERR;
-    if (model_save(m, tmp)) {
+    if (model_save(m, tmp) ||
+        (run_tokenizer_present(run) && run_tokenizer_copy(run, tmp, m->cfg.max_position_embeddings))) {
         dir_discard(tmp);
         return MHAR_ERR;
     }
@@ -100,7 +103,7 @@ int convert_to_delta_mh(const char *run, const char *out, int heads, int blocks,
     if (!rc) rc = model_create(&conv, &cfg);
     if (!rc) rc = copy_weights(&base, &conv);
     if (!rc) rc = check_identity(&base, &conv);
-    if (!rc) rc = write_atomically(&conv, out);
+    if (!rc) rc = write_atomically(&conv, run, out);
     if (!rc) {
         info->mode = residual_delta_mh.name;
         info->heads = heads;

@@ -10,6 +10,7 @@
 #include "../data/default_data.h"
 #include "../data/tokens.h"
 #include "../residual/residual.h"
+#include "../tokenizer/run_tokenizer.h"
 #include "train.h"
 #include "../dist/comm.h"
 #include "../util/dir.h"
@@ -71,6 +72,37 @@ static int fresh_model(const TrainLaunch *l, const TrainState *st, const TokenFi
     return MHAR_OK;
 }
 
+// The run's tokenizer (tokenizer/run_tokenizer.h): the one recorded beside
+// the training tokens, else the --init-from run's; none for token files
+// without one (mhar data synth). A tokenizer whose vocabulary is not the
+// token file's belongs to other tokens: left out, with a warning.
+static int store_tokenizer(const TrainLaunch *l, const char *train_file, const TokenFile *train, const Model *m) {
+    const int max_len = m->cfg.max_position_embeddings;
+    char path[MHAR_PATH_MAX];
+    int found = tokenizer_beside(train_file, path, sizeof path);
+    if (found < 0) return MHAR_ERR;
+    if (!found) {
+        if (l->init_from && run_tokenizer_present(l->init_from))
+            return run_tokenizer_copy(l->init_from, l->out, max_len);
+        fprintf(stderr, "note: no tokenizer beside %s: the run records none (token ids only)\n", train_file);
+        return MHAR_OK;
+    }
+    Bpe b;
+    if (tokenizer_load_file(path, &b)) return MHAR_ERR;
+    int rc = MHAR_OK;
+    size_t len = strlen(path);
+    if (b.vocab_size != train->vocab_size)
+        fprintf(stderr, "warning: %s has a vocabulary of %d, but %s was made for %d: the run records no "
+                        "tokenizer\n", path, b.vocab_size, train_file, train->vocab_size);
+    else if (len > 5 && !strcmp(path + len - 5, ".json")) {  // an HF file set: copied as it is
+        path[len - strlen("/tokenizer.json")] = '\0';
+        rc = run_tokenizer_copy(path, l->out, max_len);
+    } else
+        rc = run_tokenizer_save(l->out, &b, max_len);
+    bpe_free(&b);
+    return rc;
+}
+
 // This rank's optimizer: fresh moments for its shard, or its shard of the
 // checkpoint's (full, freed here).
 static int shard_optimizer(const DataParallel *dp, AdamW *full, AdamW *opt) {
@@ -126,6 +158,7 @@ int train_launch(const TrainLaunch *l) {
     if (!rc) rc = tokens_load(st.opt.train, &train);
     if (!rc) rc = tokens_load(st.opt.val, &val);
     if (!rc && !l->resume) rc = fresh_model(l, &st, &train, &val, &m);
+    if (!rc && !l->resume && lead) rc = store_tokenizer(l, st.opt.train, &train, &m);
     else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size))
         rc = mhar_fail("token files have vocabulary %d/%d, the model %d", train.vocab_size, val.vocab_size,
                        m.cfg.vocab_size);

@@ -125,6 +125,18 @@ double xent_forward(OpsContext *ctx, float *restrict losses, const float *restri
     return total;
 }
 
+// logits [n, V], targets [n] -> logp [n] = x[target] − max − log Σ exp(x − max)
+void token_logprobs(OpsContext *ctx, double *restrict logp, const float *restrict logits,
+                    const int *restrict targets, int n, int V) {
+    (void)ctx;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        const float *x = logits + (size_t)i * V;
+        float m = row_max(x, V);
+        logp[i] = (double)x[targets[i]] - (double)m - log(row_sumexp(x, V, m));
+    }
+}
+
 // logits [n, V], targets [n] -> dlogits [n, V] = (softmax − onehot)·scale.
 // dlogits may alias logits: each row is copied (if needed) and then
 // transformed in place, so one code path serves both cases.
