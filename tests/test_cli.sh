@@ -65,6 +65,21 @@ if grep -q "layers.5.mlp" <<<"$table" && grep -q "head3" <<<"$table" && grep -q 
     pass inspect_table
 else fail inspect_table "$table"; fi
 expect_error inspect_baseline "only attnres, mhar, block" $M inspect --run "$W/a"
+
+# the llama family: train (mhar routing on it), resume, sample, inspect names it; --config reads it back
+$M train --out "$W/llama" $T --family llama --residual mhar --route-heads 4 --steps 6 2>/dev/null
+$M train --out "$W/llama_r" $T --family llama --residual mhar --route-heads 4 --steps 6 --stop-at 3 2>/dev/null
+$M train --out "$W/llama_r" --resume 2>/dev/null
+smp=$($M sample --run "$W/llama" --prompt-tokens 5 --steps 4 2>/dev/null)
+if grep -q '"model_type": "llama"' "$W/llama/config.json" && ! grep -q "q_norm" "$W/llama/model.safetensors" && \
+   cmp -s "$W/llama/model.safetensors" "$W/llama_r/model.safetensors" && [ "$(wc -w <<<"$smp")" = 5 ] && \
+   $M inspect --run "$W/llama" | grep -q "^model: family llama, residual mhar H 4"; then
+    pass family_llama_train_resume_sample_inspect
+else fail family_llama_train_resume_sample_inspect "config, tensors, resume, sample '$smp' or inspect wrong"; fi
+if $M train --out "$W/llama_cfg" $T --config "$W/llama/config.json" --steps 1 2>&1 | grep -q "llama family, mhar residual"; then
+    pass family_from_config
+else fail family_from_config "--config of a llama run did not train a llama model"; fi
+expect_error family_unknown "--family 'gpt2' is unknown" $M train --out "$W/x" $T --family gpt2 --steps 1
 expect_error route_heads_divide "not divisible by attnres_num_heads 3" $M train --out "$W/x" $T --residual mhar --route-heads 3 --steps 1
 
 # bad input

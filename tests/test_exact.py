@@ -1,8 +1,10 @@
 """Exactness of the C model and of every residual scheme against the
 independent float64 PyTorch reference (tests/ref/model.py).
 
-For each enabled scheme of SCHEMES, on the nano shape (d 128, 6 layers, heads
-4 / kv 2, head_dim 32, ffn 384, vocab 512), batch 2, seq 32, with random
+For each enabled scheme of SCHEMES (the qwen3 family, and the llama family
+for baseline, mhar, hc, delta_mh and with llama3 RoPE scaling), on the nano
+shape (d 128, 6 layers, heads 4 / kv 2, head_dim 32, ffn 384, vocab 512),
+batch 2, seq 32, with random
 weights: the C tool `$MHAR_BUILD/tests/tool_dump` dumps logits, loss and the
 gradient of every parameter, then runs 10 AdamW steps (lr 1e-3, warm-up 2)
 and dumps the loss trajectory, gradient norms and final parameters.
@@ -36,7 +38,8 @@ The self-check "fp32_headroom" runs the reference in fp32 through the same
 measures against float64: an honest fp32 implementation must pass them.
 
 Reference self-checks that need no C code: (a) the baseline equals HF
-Qwen3ForCausalLM, tied and untied; (b) mhar with H = 1 equals attnres exactly
+Qwen3ForCausalLM and LlamaForCausalLM, tied and untied, with linear and llama3
+RoPE scaling; (b) mhar with H = 1 equals attnres exactly
 and Route(H=1) is textbook single-head AttnRes; (c) with every routing query 0
 each read is the uniform mean of its sources; (d) delta_mh with every
 res_alpha = 0 gives the baseline logits exactly (and denseformer at its SPEC
@@ -69,7 +72,23 @@ SCHEMES = [
     dict(name="hc", mode="hc", enabled=True),
     dict(name="denseformer", mode="denseformer", enabled=True),
     dict(name="delta_mh_h2_n3", mode="delta_mh", heads=2, blocks=3, enabled=True),
+    # The llama family (no per-head q/k norm), and Llama 3.1 RoPE scaling at
+    # positions beyond its original context (LLAMA3_ROPE: 16 < T).
+    dict(name="llama_baseline", mode="baseline", family="llama", enabled=True),
+    dict(name="llama_mhar_h4", mode="mhar", heads=4, family="llama", enabled=True),
+    dict(name="llama_hc", mode="hc", family="llama", enabled=True),
+    dict(name="llama_delta_mh_h2_n3", mode="delta_mh", heads=2, blocks=3, family="llama", enabled=True),
+    dict(name="llama_mhar_h4_rope_llama3", mode="mhar", heads=4, family="llama", rope="llama3", enabled=True),
+    dict(name="qwen3_baseline_rope_linear", mode="baseline", rope="linear", enabled=True),
 ]
+
+# hd 32, theta 10000: wavelengths 6.3 .. 35000; with original context 16 the
+# bands are < 8 (kept), 8 .. 16 (blended), > 16 (divided by 4): all present.
+ROPE_SCALING = {
+    "llama3": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 2.0,
+               "original_max_position_embeddings": 16},
+    "linear": {"rope_type": "linear", "factor": 2.5},
+}
 
 B, T = 2, 32
 SEED, TOKEN_SEED = 1234, 7
@@ -82,8 +101,9 @@ TOL_HF = 1e-5
 
 
 def config_of(sc):
-    return common.make_config(sc["mode"], heads=sc.get("heads", 1),
-                              blocks=sc.get("blocks", 0), tied=sc.get("tied", True))
+    return common.make_config(sc["mode"], heads=sc.get("heads", 1), blocks=sc.get("blocks", 0),
+                              tied=sc.get("tied", True), family=sc.get("family", "qwen3"),
+                              rope_scaling=ROPE_SCALING.get(sc.get("rope")))
 
 
 def scheme(name):
@@ -113,15 +133,20 @@ def worst_tensor(got, ref):
 # --------------------------------------------------------------------------
 
 def check_hf(rep, tmp, inputs):
-    """(a) reference baseline == transformers Qwen3ForCausalLM, tied and untied."""
-    from transformers import Qwen3ForCausalLM
-    for tied in (True, False):
-        name = f"selfcheck.hf_{'tied' if tied else 'untied'}"
+    """(a) reference baseline == transformers Qwen3ForCausalLM and
+    LlamaForCausalLM, tied and untied, and with RoPE scaling."""
+    from transformers import LlamaForCausalLM, Qwen3ForCausalLM
+    cases = [("qwen3", tied, None) for tied in (True, False)] + \
+            [("llama", tied, None) for tied in (True, False)] + \
+            [("llama", True, "llama3"), ("llama", True, "linear"), ("qwen3", True, "llama3")]
+    for family, tied, rope in cases:
+        name = f"selfcheck.hf_{family}_{'tied' if tied else 'untied'}{'_rope_' + rope if rope else ''}"
         with rep.guard(name):
-            cfg = common.make_config("baseline", tied=tied)
+            cfg = common.make_config("baseline", tied=tied, family=family, rope_scaling=ROPE_SCALING.get(rope))
             params = model.init_params(cfg, SEED)
             run = common.write_run_dir(Path(tmp) / name, cfg, params)
-            hf, info = Qwen3ForCausalLM.from_pretrained(
+            cls = Qwen3ForCausalLM if family == "qwen3" else LlamaForCausalLM
+            hf, info = cls.from_pretrained(
                 run, attn_implementation="eager", dtype=torch.float64, output_loading_info=True)
             bad = {k: v for k, v in info.items() if v}
             if bad:

@@ -17,6 +17,14 @@ nano preset (baseline residual) for 3 steps, then
     they differ by accumulated roundoff (~1e-6); 1e-4 leaves room for
     different summation orders, while a layout or convention error (tied
     head, RoPE pairing, norm placement, GQA mapping) is off by >= 1e-2.
+The same for the llama family: `mhar train --family llama` writes a directory
+that transformers.LlamaForCausalLM loads unchanged, with the same logits.
+And the other way: a random LlamaForCausalLM with llama3 RoPE scaling
+(original context 16, T 32), its weights at unit gain so RoPE matters, saved
+by transformers in F32 (save_pretrained) is read by mhar directly
+(tool_dump) with the same logits to 1e-4 at every position, including those
+beyond the original context; the same weights without the scaling give
+logits off by more than 100x that (the check can fail).
 """
 import json
 import os
@@ -42,67 +50,130 @@ def mhar(*args, timeout=600):
     return common.run_command([common.mhar_binary(), *args], timeout=timeout)
 
 
-def make_run(rep, d):
-    """Synthesise data and train 3 steps; True if the run directory exists."""
+def make_data(rep, d):
+    """Synthesise train/val token files; True if they exist."""
     with rep.guard("hf.data_synth"):
         for split, seed in (("train", 1), ("val", 2)):
             mhar("data", "synth", "--out", d / f"{split}.bin", "--vocab", VOCAB,
                  "--count", 20000, "--seed", seed)
         rep.passed("hf.data_synth", "train.bin, val.bin")
-    if not (d / "val.bin").exists():
-        return False
-    with rep.guard("hf.train"):
-        mhar("train", "--preset", "nano", "--residual", "baseline", "--train", d / "train.bin",
-             "--val", d / "val.bin", "--steps", 3, "--batch", B, "--seq", T, "--out", d / "run")
-        files = [f for f in ("config.json", "model.safetensors") if not (d / "run" / f).exists()]
-        rep.check("hf.train", not files, f"missing {files}" if files else "run directory written")
-    return (d / "run" / "model.safetensors").exists() and (d / "run" / "config.json").exists()
+    return (d / "val.bin").exists()
 
 
-def check_files(rep, run):
-    with rep.guard("hf.safetensors_load"):
+def make_run(rep, d, family):
+    """Train the nano preset of `family` 3 steps; the run directory, or None."""
+    name, run = f"hf.{family}.train", d / f"run_{family}"
+    with rep.guard(name):
+        mhar("train", "--preset", "nano", "--family", family, "--residual", "baseline", "--train", d / "train.bin",
+             "--val", d / "val.bin", "--steps", 3, "--batch", B, "--seq", T, "--out", run)
+        files = [f for f in ("config.json", "model.safetensors") if not (run / f).exists()]
+        rep.check(name, not files, f"missing {files}" if files else "run directory written")
+    ok = (run / "model.safetensors").exists() and (run / "config.json").exists()
+    return run if ok else None
+
+
+def check_files(rep, run, family):
+    p = f"hf.{family}."
+    with rep.guard(p + "safetensors_load"):
         tensors = common.load_safetensors(run / "model.safetensors")
         bad = [k for k, v in tensors.items() if v.dtype != torch.float32]
-        rep.check("hf.safetensors_load", not bad and len(tensors) > 0,
-                  f"{len(tensors)} tensors, non-fp32: {bad[:3]}")
-    with rep.guard("hf.safetensors_metadata"):
+        qk = [k for k in tensors if k.endswith(("q_norm.weight", "k_norm.weight"))]
+        want_qk = family == "qwen3"
+        rep.check(p + "safetensors_load", not bad and len(tensors) > 0 and bool(qk) == want_qk,
+                  f"{len(tensors)} tensors, non-fp32: {bad[:3]}, q/k norms: {len(qk)}")
+    with rep.guard(p + "safetensors_metadata"):
         meta = common.safetensors_metadata(run / "model.safetensors")
-        rep.check("hf.safetensors_metadata", meta == {"format": "pt"}, f"metadata {meta}")
-    with rep.guard("hf.config"):
+        rep.check(p + "safetensors_metadata", meta == {"format": "pt"}, f"metadata {meta}")
+    with rep.guard(p + "config"):
         cfg = json.loads((run / "config.json").read_text())
-        want = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
-                "attnres_mode": "baseline", "vocab_size": VOCAB}
+        want = {"model_type": family, "architectures": [common.FAMILY_CLASS[family]],
+                "mhar_family": family, "attnres_mode": "baseline", "vocab_size": VOCAB}
         wrong = {k: cfg.get(k) for k, v in want.items() if cfg.get(k) != v}
-        rep.check("hf.config", not wrong, f"unexpected values {wrong}" if wrong else "HF Qwen3 keys")
+        rep.check(p + "config", not wrong, f"unexpected values {wrong}" if wrong else f"HF {family} keys")
 
 
-def hf_logits(rep, run, inputs):
-    """Logits from transformers, or None if it does not load cleanly."""
-    from transformers import Qwen3ForCausalLM
-    with rep.guard("hf.from_pretrained"):
-        model, info = Qwen3ForCausalLM.from_pretrained(
-            run, attn_implementation="eager", dtype=torch.float32, output_loading_info=True)
+def hf_model(rep, name, directory, family):
+    """The transformers model of `directory`, or None unless it loads cleanly."""
+    cls = getattr(transformers, common.FAMILY_CLASS[family])
+    with rep.guard(name):
+        model, info = cls.from_pretrained(
+            directory, attn_implementation="eager", dtype=torch.float32, output_loading_info=True)
         bad = {k: v for k, v in info.items() if v}
-        if not rep.check("hf.from_pretrained", not bad, f"loading info {bad}" if bad else "loaded unchanged"):
-            return None
-        with torch.no_grad():
-            return model.eval()(input_ids=inputs).logits
+        if rep.check(name, not bad, f"loading info {bad}" if bad else "loaded unchanged"):
+            return model.eval()
     return None
 
 
-def compare_logits(rep, d, run):
+def batch(d):
     tokens = common.random_tokens(B * (T + 1), VOCAB, TOKEN_SEED)
     common.write_tokens(d / "batch.bin", tokens.numpy(), VOCAB)
-    inputs, targets = common.batch_rows(tokens, B, T)
-    want = hf_logits(rep, run, inputs)
-    if want is None:
+    return common.batch_rows(tokens, B, T)
+
+
+def compare_logits(rep, d, run, family):
+    p = f"hf.{family}."
+    inputs, targets = batch(d)
+    model = hf_model(rep, p + "from_pretrained", run, family)
+    if model is None:
         return
-    with rep.guard("hf.logits"):
-        dump = common.tool_dump(run, d / "batch.bin", B, T, d / "dump.safetensors")
-        rep.within("hf.logits", rel_err(dump["logits"], want), TOL)
+    with rep.guard(p + "logits"), torch.no_grad():
+        want = model(input_ids=inputs).logits
+        dump = common.tool_dump(run, d / "batch.bin", B, T, d / f"dump_{family}.safetensors")
+        rep.within(p + "logits", rel_err(dump["logits"], want), TOL)
         hf_loss = torch.nn.functional.cross_entropy(want.reshape(-1, want.shape[-1]).double(),
                                                     targets.reshape(-1))
-        rep.within("hf.loss", rel_err(dump["loss"].reshape(()), hf_loss), TOL)
+        rep.within(p + "loss", rel_err(dump["loss"].reshape(()), hf_loss), TOL)
+
+
+# --------------------------------------------------------------------------
+# A transformers-made Llama with llama3 RoPE scaling, read by mhar
+# --------------------------------------------------------------------------
+
+LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 2.0,
+          "original_max_position_embeddings": 16}
+
+
+def unit_gain(model, seed):
+    """Matrices N(0, 1/fan_in), norms 1 + 0.1 randn: transformers' 0.02 init
+    leaves attention scores near 0, where RoPE hardly changes the logits."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in sorted(model.named_parameters()):
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+            p.copy_(noise / p.shape[1] ** 0.5 if p.dim() == 2 else 1 + 0.1 * noise)
+
+
+def llama3_from_transformers(rep, d):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    s = common.NANO
+    name, out = "hf.llama3_rope.save_pretrained", d / "hf_llama3"
+    with rep.guard(name):
+        cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=s["hidden_size"], num_hidden_layers=2,
+                          num_attention_heads=s["num_attention_heads"],
+                          num_key_value_heads=s["num_key_value_heads"], head_dim=s["head_dim"],
+                          intermediate_size=s["intermediate_size"], max_position_embeddings=64,
+                          rope_theta=10000.0, rope_scaling=dict(LLAMA3), tie_word_embeddings=False)
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(cfg).to(torch.float32).eval()
+        unit_gain(model, 5)
+        model.save_pretrained(out, safe_serialization=True)
+        rep.passed(name, ", ".join(sorted(json.loads((out / "config.json").read_text()))))
+    if not (out / "model.safetensors").exists():
+        return
+    inputs, _ = batch(d)
+    with rep.guard("hf.llama3_rope.logits"), torch.no_grad():
+        want = model(input_ids=inputs).logits
+        dump = common.tool_dump(out, d / "batch.bin", B, T, d / "dump_llama3.safetensors")
+        rep.within("hf.llama3_rope.logits", rel_err(dump["logits"], want), TOL, "all 32 positions")
+        late = slice(LLAMA3["original_max_position_embeddings"], T)
+        rep.within("hf.llama3_rope.logits_beyond_original_context",
+                   rel_err(dump["logits"][:, late], want[:, late]), TOL, "positions 16..31")
+        plain = LlamaForCausalLM(LlamaConfig(**{**cfg.to_dict(), "rope_scaling": None,
+                                                "rope_parameters": None})).to(torch.float32).eval()
+        plain.load_state_dict(model.state_dict())
+        off = rel_err(dump["logits"], plain(input_ids=inputs).logits)
+        rep.check("hf.llama3_rope.scaling_matters", off > 100 * TOL,
+                  f"unscaled RoPE is off by {off:.2e} (must exceed {100 * TOL:.0e})")
 
 
 def main():
@@ -111,9 +182,13 @@ def main():
     rep = Report()
     d = Path(tempfile.mkdtemp(prefix="mhar_hf_"))
     try:
-        if make_run(rep, d):
-            check_files(rep, d / "run")
-            compare_logits(rep, d, d / "run")
+        if make_data(rep, d):
+            for family in ("qwen3", "llama"):
+                run = make_run(rep, d, family)
+                if run:
+                    check_files(rep, run, family)
+                    compare_logits(rep, d, run, family)
+        llama3_from_transformers(rep, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     rep.finish()

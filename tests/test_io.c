@@ -57,21 +57,6 @@ static int rm_entry(const char *p, const struct stat *sb, int type, struct FTW *
 
 // ---------------------------------------------------------------- config
 
-static int config_equal(const Config *a, const Config *b) {
-    return a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
-           a->num_hidden_layers == b->num_hidden_layers &&
-           a->num_attention_heads == b->num_attention_heads &&
-           a->num_key_value_heads == b->num_key_value_heads && a->head_dim == b->head_dim &&
-           a->intermediate_size == b->intermediate_size &&
-           a->max_position_embeddings == b->max_position_embeddings &&
-           memcmp(&a->rms_norm_eps, &b->rms_norm_eps, sizeof(float)) == 0 &&
-           memcmp(&a->rope_theta, &b->rope_theta, sizeof(float)) == 0 &&
-           a->tie_word_embeddings == b->tie_word_embeddings &&
-           strcmp(a->attnres_mode, b->attnres_mode) == 0 &&
-           a->attnres_num_heads == b->attnres_num_heads &&
-           a->attnres_num_blocks == b->attnres_num_blocks;
-}
-
 static void test_presets(void) {
     const char *names[] = {"nano", "micro", "mini", "100m", "350m", "1b"};
     for (int i = 0; i < 6; i++) {

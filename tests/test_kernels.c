@@ -57,7 +57,10 @@ static void test_rope(int B, int T, int nh, int hd, int pos0) {
     int max_pos = 300, half = hd / 2;
     size_t n = (size_t)B * T * nh * hd;
     float *ct = fnew((size_t)max_pos * half), *st = fnew((size_t)max_pos * half);
-    rope_table(ctx, ct, st, max_pos, hd, 10000.0f);
+    double *inv_freq = malloc(sizeof(double) * half);
+    for (int j = 0; j < half; j++) inv_freq[j] = pow(10000.0, -2.0 * j / hd);
+    rope_table(ctx, ct, st, max_pos, hd, inv_freq);
+    free(inv_freq);
     float *x = frandn(n, 1), *y = fcopy(x, n);
     double *xd = to_d(x, n);
     rope_forward(ctx, y, B, T, nh, hd, pos0, ct, st);

@@ -110,8 +110,22 @@ static void rmsnorm_bwd(Backend *be, Case *c) {
     rmsnorm_backward(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], c->out[1], c->p[0], c->p[1]);
 }
 
+// RoPE frequency j of hd: theta^(-2j/hd), or with `scaled` divided per
+// frequency by 1, 8 or 2.5 in turn (as linear/llama3 scaling does).
+static double rope_freq(int j, int hd, int scaled) {
+    static const double div[3] = {1, 8, 2.5};
+    return pow((double)ROPE_THETA, -2.0 * j / hd) / (scaled ? div[j % 3] : 1);
+}
+
+static void rope_table_with(Backend *be, float *ct, float *st, int max_pos, int hd, int scaled) {
+    double *inv_freq = malloc(sizeof(double) * (size_t)(hd / 2));
+    for (int j = 0; j < hd / 2; j++) inv_freq[j] = rope_freq(j, hd, scaled);
+    rope_table(be->ctx, ct, st, max_pos, hd, inv_freq);
+    free(inv_freq);
+}
+
 static void rope_table_fwd(Backend *be, Case *c) {
-    rope_table(be->ctx, c->out[0], c->out[1], c->p[0], c->p[1], ROPE_THETA);
+    rope_table_with(be, c->out[0], c->out[1], c->p[0], c->p[1], c->p[2]);
 }
 
 // rope works in place: the adapters copy, then rotate with a table of
@@ -120,7 +134,7 @@ static void rope_apply(Backend *be, Case *c, float *x, int backward) {
     int B = c->p[0], T = c->p[1], nh = c->p[2], hd = c->p[3], pos0 = c->p[4];
     size_t nt = (size_t)(pos0 + T) * (hd / 2);
     float *ct = malloc(nt * sizeof(float)), *st = malloc(nt * sizeof(float));
-    rope_table(be->ctx, ct, st, pos0 + T, hd, ROPE_THETA);
+    rope_table_with(be, ct, st, pos0 + T, hd, 0);
     if (backward) rope_backward(be->ctx, x, B, T, nh, hd, pos0, ct, st);
     else rope_forward(be->ctx, x, B, T, nh, hd, pos0, ct, st);
     free(ct), free(st);
@@ -488,8 +502,9 @@ static void ref_rope_table(const Case *c, double *const *in, double *const *out)
     int max_pos = c->p[0], hd = c->p[1], half = hd / 2;
     for (int p = 0; p < max_pos; p++)
         for (int j = 0; j < half; j++) {
-            out[0][(size_t)p * half + j] = cos(rope_angle(p, j, hd));
-            out[1][(size_t)p * half + j] = sin(rope_angle(p, j, hd));
+            const double a = p * rope_freq(j, hd, c->p[2]);
+            out[0][(size_t)p * half + j] = cos(a);
+            out[1][(size_t)p * half + j] = sin(a);
         }
 }
 
@@ -905,7 +920,7 @@ static void init_rmsnorm(Case *c, Rng *rng) { // every 7th row 100× larger
     fill_normal(c->in[1], c->n_in[1], 1, rng);
 }
 
-// max_pos, hd -> cos, sin [max_pos, hd/2]
+// max_pos, hd, scaled -> cos, sin [max_pos, hd/2]
 static void shape_rope_table(Case *c) { c->n_out[0] = c->n_out[1] = (size_t)c->p[0] * (c->p[1] / 2); }
 
 // B, T, nh, hd, pos0: x [B, T, nh, hd] -> y
@@ -1163,7 +1178,7 @@ static const Op EMBEDDING = {"embedding", "V d n", {0}, shape_embedding, init_em
                              embedding_bwd, ref_embedding, {GRAD_ACC}, {DOUT_RANDOM}, NULL};
 static const Op RMSNORM = {"rmsnorm", "rows d", {0}, shape_rmsnorm, init_rmsnorm, rmsnorm_fwd, rmsnorm_bwd,
                            ref_rmsnorm, {GRAD_SET, GRAD_ACC}, {DOUT_RANDOM, DOUT_NONE}, NULL};
-static const Op ROPE_TABLE = {"rope_table", "max_pos hd", {0}, shape_rope_table, NULL, rope_table_fwd, NULL,
+static const Op ROPE_TABLE = {"rope_table", "max_pos hd scaled", {0}, shape_rope_table, NULL, rope_table_fwd, NULL,
                               ref_rope_table, {0}, {0}, NULL};
 static const Op ROPE = {"rope", "B T nh hd pos0", {0}, shape_rope, init_normal, rope_fwd, rope_bwd, ref_rope,
                         {GRAD_SET}, {DOUT_RANDOM}, NULL};
@@ -1288,8 +1303,11 @@ static const TestCase CASES[] = {
     {&RMSNORM, {1023, 256}, 0, 1e-5, WHY_SUMS},
     {&RMSNORM, {501, 64}, 0, 1e-5, WHY_SUMS},
     {&RMSNORM, {3, 5}, 0, 1e-5, WHY_SUMS},
-    {&ROPE_TABLE, {300, 32}, 0, 1e-7, WHY_ROUND},
-    {&ROPE_TABLE, {300, 64}, 0, 1e-7, WHY_ROUND},
+    // rope_table: plain frequencies, per-frequency scaled ones, and positions far out
+    {&ROPE_TABLE, {300, 32, 0}, 0, 1e-7, WHY_ROUND},
+    {&ROPE_TABLE, {300, 64, 0}, 0, 1e-7, WHY_ROUND},
+    {&ROPE_TABLE, {300, 64, 1}, 0, 1e-7, WHY_ROUND},
+    {&ROPE_TABLE, {20000, 8, 1}, 0, 1e-7, WHY_ROUND},
     {&ROPE, {2, 13, 3, 32, 0}, 0, 1e-5, WHY_SUMS},
     {&ROPE, {3, 29, 2, 64, 17}, 0, 1e-5, WHY_SUMS},
     {&ROPE, {1, 3, 2, 6, 5}, 0, 1e-5, WHY_SUMS},

@@ -1,8 +1,11 @@
-// Conformance of every registered residual scheme: the test walks the
-// registry (residual_count / residual_at) and names no scheme, so a new
-// scheme is tested by registering it. On a tiny model (d 16, 3 layers,
-// vocab 32, B 2, T 6; H and N from the scheme's default_heads and
-// needs_blocks), with every parameter moved off its initial value (the
+// Conformance of every registered residual scheme on every model family:
+// the test walks the registry (residual_count / residual_at) and names no
+// scheme, so a new scheme is tested by registering it. On a tiny model (d 16,
+// 3 layers, vocab 32, B 2, T 6; H and N from the scheme's default_heads and
+// needs_blocks), in the qwen3 family with plain RoPE and in the llama family
+// (no q/k norm) with llama3 RoPE scaling whose three frequency bands are all
+// present and whose original context (4) is shorter than T, with every
+// parameter moved off its initial value (the
 // zero-initialised routing queries and delta_mh tensors included, so no
 // gradient is trivially 0):
 //   (a) gradients: every parameter tensor's gradient against central
@@ -27,8 +30,16 @@
 
 enum { B = 2, T = 6, V = 32 };
 
-static int tiny_config(const ResidualScheme *s, Config *c) {
+static int tiny_config(const ResidualScheme *s, int family, Config *c) {
     if (config_preset("nano", c)) return MHAR_ERR;
+    c->family = family;
+    if (family == FAMILY_LLAMA) {  // hd 8, theta 10000: wavelengths 6.3, 63, 628, 6283
+        c->rope_type = ROPE_LLAMA3;
+        c->rope_factor = 4;
+        c->rope_low_freq_factor = 0.01;   // above 400: divided by 4
+        c->rope_high_freq_factor = 0.5;   // below 8: kept; between: blended
+        c->rope_original_max_position_embeddings = 4;
+    }
     c->vocab_size = V;
     c->hidden_size = 16;
     c->num_hidden_layers = 3;  // with N = 2 blocks: one of 2 layers and a shorter one
@@ -63,9 +74,18 @@ static void perturb(Model *m, uint64_t seed) {
     }
 }
 
+static int g_family;  // the family under test
+
+// "llama/mhar": the family and the scheme, for the check names.
+static const char *label(const ResidualScheme *s) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "%s/%s", config_family_name(g_family), s->name);
+    return buf;
+}
+
 static int make_model(Model *m, const ResidualScheme *s, int b, int t) {
     Config c;
-    if (tiny_config(s, &c) || model_create(m, &c)) return MHAR_ERR;
+    if (tiny_config(s, g_family, &c) || model_create(m, &c)) return MHAR_ERR;
     perturb(m, 11);
     return model_alloc_acts(m, b, t);
 }
@@ -145,7 +165,7 @@ static void test_gradients(const ResidualScheme *s) {
     Model m;
     char name[240];
     if (make_model(&m, s, B, T)) {
-        snprintf(name, sizeof name, "scheme %s gradients", s->name);
+        snprintf(name, sizeof name, "scheme %s gradients", label(s));
         CHECK(0, name, "model: %s", mhar_error());
         return;
     }
@@ -203,10 +223,10 @@ static void test_gradients(const ResidualScheme *s) {
         free(u);
     }
     snprintf(name, sizeof name, "scheme %s: gradients vs finite differences, %d coordinates of each of %d "
-             "tensors (worst %.2f of tol)", s->name, COORD_SAMPLES, m.table.n, worst_c);
+             "tensors (worst %.2f of tol)", label(s), COORD_SAMPLES, m.table.n, worst_c);
     CHECK(worst_c <= 1, name, "at %s (tol %.0e·|fd| + what the differences resolve)", at_c, COORD_REL);
     snprintf(name, sizeof name, "scheme %s: gradients vs finite differences along each tensor's gradient, "
-             "%d of them zero (worst %.2f of tol)", s->name, zero, worst_d);
+             "%d of them zero (worst %.2f of tol)", label(s), zero, worst_d);
     CHECK(worst_d <= 1, name, "at %s (tol %.0e relative + what the differences resolve)", at_d, DIR_REL);
     free(grad);
     model_free(&m);
@@ -218,7 +238,7 @@ static void test_causal_decode(const ResidualScheme *s) {
     Model m, dec;
     char name[160];
     if (make_model(&m, s, B, T) || make_model(&dec, s, 1, 1)) {
-        snprintf(name, sizeof name, "scheme %s causal", s->name);
+        snprintf(name, sizeof name, "scheme %s causal", label(s));
         CHECK(0, name, "model: %s", mhar_error());
         return;
     }
@@ -240,10 +260,10 @@ static void test_causal_decode(const ResidualScheme *s) {
         blind += memcmp(a + t * V, m.logits + t * V, row) == 0;
         crosses += memcmp(a + T * V, m.logits + T * V, T * row) != 0;
     }
-    snprintf(name, sizeof name, "scheme %s causal: a token changes no earlier logit, bit for bit", s->name);
+    snprintf(name, sizeof name, "scheme %s causal: a token changes no earlier logit, bit for bit", label(s));
     CHECK(leaks == 0 && blind == 0, name, "%d of %d changed tokens leaked backwards, %d left their own logits unchanged",
           leaks, T, blind);
-    snprintf(name, sizeof name, "scheme %s: a token changes nothing in another sequence of the batch", s->name);
+    snprintf(name, sizeof name, "scheme %s: a token changes nothing in another sequence of the batch", label(s));
     CHECK(crosses == 0, name, "%d of %d changed tokens changed the other sequence's logits", crosses, T);
 
     // The decoder sums the same products in another order (its own
@@ -260,7 +280,7 @@ static void test_causal_decode(const ResidualScheme *s) {
         kvcache_free(&kv);
     } else worst = INFINITY;
     snprintf(name, sizeof name, "scheme %s: KV-cache decoding matches the full forward (err %.2e, tol 1e-5)",
-             s->name, worst);
+             label(s), worst);
     CHECK(worst < 1e-5, name, "worst rel err %.3g over %d positions", worst, T);
     free(a);
     model_free(&m);
@@ -293,7 +313,7 @@ static void test_grads_ready(const ResidualScheme *s) {
     Model m;
     int tok[B * T], tgt[B * T];
     if (make_model(&m, s, B, T)) {
-        snprintf(name, sizeof name, "%s: grads_ready: builds the model", s->name);
+        snprintf(name, sizeof name, "%s: grads_ready: builds the model", label(s));
         CHECK(0, name, "%s", mhar_error());
         return;
     }
@@ -314,9 +334,9 @@ static void test_grads_ready(const ResidualScheme *s) {
         missing += !covered[j];
         changed += memcmp(&a.seen[j], &m.grads[j], sizeof(float)) != 0;
     }
-    snprintf(name, sizeof name, "%s: grads_ready ranges cover the %zu parameters once", s->name, n);
+    snprintf(name, sizeof name, "%s: grads_ready ranges cover the %zu parameters once", label(s), n);
     CHECK(ordered && !overlaps && !missing, name, "%d ranges, %d announced twice, %zu never", a.n, overlaps, missing);
-    snprintf(name, sizeof name, "%s: no gradient changes after its range is announced", s->name);
+    snprintf(name, sizeof name, "%s: no gradient changes after its range is announced", label(s));
     CHECK(!changed, name, "%zu gradients changed later", changed);
     free(a.seen);
     free(covered);
@@ -330,11 +350,12 @@ int main(void) {
     omp_set_num_threads(1);
 #endif
     CHECK(residual_count() > 0, "schemes: the registry is not empty", "residual_count() = %d", residual_count());
-    for (int i = 0; i < residual_count(); i++) {
-        const ResidualScheme *s = residual_at(i);
-        test_gradients(s);
-        test_causal_decode(s);
-        test_grads_ready(s);
-    }
+    for (g_family = FAMILY_QWEN3; g_family <= FAMILY_LLAMA; g_family++)
+        for (int i = 0; i < residual_count(); i++) {
+            const ResidualScheme *s = residual_at(i);
+            test_gradients(s);
+            test_causal_decode(s);
+            test_grads_ready(s);
+        }
     CHECK_EXIT();
 }

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "io/atomic.h"
+#include "model/config.h"
 #include "residual/residual.h"
 #include "util/common.h"
 
@@ -14,7 +15,8 @@ static int records_routing(const ResidualScheme *s) { return s->route_weights !=
 
 static const char *usage =
     "usage: mhar inspect --run DIR [--step S]\n\n"
-    "Prints, for each routing site (rows) and routing head (columns), the mean\n"
+    "Prints the model (family, residual scheme, shape, RoPE) from DIR/config.json,\n"
+    "then, for each routing site (rows) and routing head (columns), the mean\n"
     "entropy of the routing weights over the sources, the mean weight on the\n"
     "embedding and on the most recent source, measured at an evaluation\n"
     "(default: the last one). Written by mhar train for the schemes that save\n"
@@ -63,8 +65,15 @@ int cmd_inspect(int argc, char **argv) {
     int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
     if (r) return r > 0 ? 0 : 2;
     if (!run) { fprintf(stderr, "error: --run DIR is required (see --help)\n"); return 2; }
-    char path[MHAR_PATH_MAX], *text = NULL;
+    char path[MHAR_PATH_MAX], *text = NULL, line[512];
     size_t n;
+    Config cfg;
+    if (path_join(path, sizeof path, run, "config.json") || config_load(path, &cfg)) {
+        fprintf(stderr, "note: no model description: %s\n", mhar_error());
+    } else {
+        config_describe(&cfg, line, sizeof line);
+        printf("model: %s\n", line);
+    }
     if (path_join(path, sizeof path, run, "routing.jsonl") || read_file(path, &text, &n)) {
         char names[256];
         fprintf(stderr, "error: %s (only %s runs record routing)\n", mhar_error(),

@@ -66,8 +66,10 @@ void rmsnorm_backward(OpsContext *ctx, float *din, float *dw, const float *dout,
                       const float *w, const float *rstd, int rows, int d);
 
 // ---- RoPE, "rotate half": coordinate j pairs with j + hd/2 ----------------
-// cos, sin [max_pos, hd/2]: angle = pos · theta^(-2j/hd)
-void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, float theta);
+// cos, sin [max_pos, hd/2]: angle = pos · inv_freq[j], computed in double.
+// inv_freq [hd/2] (host memory) holds the frequencies: theta^(-2j/hd) for
+// plain RoPE, scaled per frequency for linear/llama3 (config_rope_inv_freq).
+void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, const double *inv_freq);
 // x [B, T, n_heads, hd], in place; token t of the block has position pos0 + t
 void rope_forward(OpsContext *ctx, float *x, int B, int T, int n_heads, int hd, int pos0,
                   const float *cos_t, const float *sin_t);

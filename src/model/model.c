@@ -18,7 +18,7 @@
 #define INPUT(m, s) ((m)->inputs + (size_t)(s) * (m)->row_floats)
 
 // ---------------------------------------------------------------------------
-// Parameter table (SPEC §3 names, HF Qwen3 layout: matrices are [out, in])
+// Parameter table (SPEC §3 names, HF Qwen3/Llama layout: matrices are [out, in])
 
 static int add(ParamTable *t, size_t *off, int init, int ndim, int a, int b, const char *fmt, int layer) {
     char name[96];
@@ -48,8 +48,10 @@ static int build_table(Model *m) {
         ADD(wk, INIT_NORMAL, 2, kvd, d, "self_attn.k_proj.weight");
         ADD(wv, INIT_NORMAL, 2, kvd, d, "self_attn.v_proj.weight");
         ADD(wo, INIT_NORMAL, 2, d, qd, "self_attn.o_proj.weight");
-        ADD(q_norm, INIT_ONES, 1, hd, 0, "self_attn.q_norm.weight");
-        ADD(k_norm, INIT_ONES, 1, hd, 0, "self_attn.k_norm.weight");
+        if (config_qk_norm(c)) {   // qwen3; llama has no per-head q/k norm
+            ADD(q_norm, INIT_ONES, 1, hd, 0, "self_attn.q_norm.weight");
+            ADD(k_norm, INIT_ONES, 1, hd, 0, "self_attn.k_norm.weight");
+        }
         ADD(post_norm, INIT_ONES, 1, d, 0, "post_attention_layernorm.weight");
         ADD(w_gate, INIT_NORMAL, 2, f, d, "mlp.gate_proj.weight");
         ADD(w_up, INIT_NORMAL, 2, f, d, "mlp.up_proj.weight");
@@ -122,6 +124,7 @@ static void carve_all(Model *m, Carver *cv) {
     const Config *c = &m->cfg;
     size_t n = (size_t)m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
     size_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
+    size_t qk = config_qk_norm(c);  // the pre-norm q, k and their gradients: qwen3 only
     int L = c->num_hidden_layers, rows = 2 * L + 1;
     // Sources, their gradients and the inputs: each one buffer of 2L+1 rows
     // (the routing kernels read a row stride, not a list of pointers).
@@ -132,8 +135,8 @@ static void carve_all(Model *m, Carver *cv) {
     for (int l = 0; l < L; l++) {
         AttnActs *a = &m->attn[l];
         a->xn = carve(cv, n * d); a->rstd = carve(cv, n);
-        a->q_raw = carve(cv, n * nh * hd); a->k_raw = carve(cv, n * nkv * hd);
-        a->q_rstd = carve(cv, n * nh); a->k_rstd = carve(cv, n * nkv);
+        a->q_raw = carve(cv, qk * n * nh * hd); a->k_raw = carve(cv, qk * n * nkv * hd);
+        a->q_rstd = carve(cv, qk * n * nh); a->k_rstd = carve(cv, qk * n * nkv);
         a->q = carve(cv, n * nh * hd); a->k = carve(cv, n * nkv * hd); a->v = carve(cv, n * nkv * hd);
         a->att = carve(cv, (size_t)m->B * nh * m->T * m->T);
         a->y = carve(cv, n * nh * hd);
@@ -144,7 +147,7 @@ static void carve_all(Model *m, Carver *cv) {
     m->final_xn = carve(cv, n * d); m->final_rstd = carve(cv, n);
     m->logits = carve(cv, n * c->vocab_size); m->losses = carve(cv, n);
     m->d_x = carve(cv, n * d); m->d_xn = carve(cv, n * d); m->d_tmp = carve(cv, n * d);
-    m->d_qraw = carve(cv, n * nh * hd); m->d_kraw = carve(cv, n * nkv * hd);
+    m->d_qraw = carve(cv, qk * n * nh * hd); m->d_kraw = carve(cv, qk * n * nkv * hd);
     m->d_q = carve(cv, n * nh * hd); m->d_k = carve(cv, n * nkv * hd); m->d_v = carve(cv, n * nkv * hd);
     m->d_y = carve(cv, n * nh * hd);
     m->d_gate = carve(cv, n * f); m->d_up = carve(cv, n * f); m->d_hid = carve(cv, n * f);
@@ -163,6 +166,16 @@ int model_check_batch(const Config *c, int B, int T) {
     if ((double)B * T > MODEL_MAX_TOKENS)
         return mhar_fail("batch %d x sequence %d = %.0f tokens per micro-batch, more than the limit %d "
                          "(use --accum for larger batches)", B, T, (double)B * T, MODEL_MAX_TOKENS);
+    return MHAR_OK;
+}
+
+// cos, sin [n_pos, hd/2] of the config's RoPE frequencies (plain or scaled).
+static int rope_tables(Model *m, float *cos_t, float *sin_t, int n_pos) {
+    double *inv_freq = mhar_alloc(sizeof(double) * (size_t)(m->cfg.head_dim / 2));
+    if (!inv_freq) return MHAR_ERR;
+    config_rope_inv_freq(&m->cfg, inv_freq);
+    rope_table(m->ctx, cos_t, sin_t, n_pos, m->cfg.head_dim, inv_freq);
+    mhar_free(inv_freq);
     return MHAR_OK;
 }
 
@@ -185,7 +198,7 @@ int model_alloc_acts(Model *m, int B, int T) {
     if (!m->arena) return MHAR_ERR;
     cv = (Carver){m->arena, 0, 0, 0};
     carve_all(m, &cv);
-    rope_table(m->ctx, m->rope_cos, m->rope_sin, T, c->head_dim, c->rope_theta);
+    if (rope_tables(m, m->rope_cos, m->rope_sin, T)) return MHAR_ERR;
 
     Residual *r = &m->res;
     r->scheme = m->scheme; r->cfg = &m->cfg; r->ctx = m->ctx; r->n_tok = B * T;
@@ -204,12 +217,15 @@ static void attention_sublayer_forward(Model *m, int l, const float *x, float *o
     int B = m->B, T = m->T, n = B * T, d = c->hidden_size, hd = c->head_dim;
     int nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     float eps = c->rms_norm_eps;
+    const int qk = config_qk_norm(c);  // llama projects straight into q, k
     rmsnorm_forward(m->ctx, a->xn, a->rstd, x, P(m, o->in_norm), n, d, eps);
-    matmul_forward(m->ctx, a->q_raw, a->xn, P(m, o->wq), n, d, nh * hd);
-    matmul_forward(m->ctx, a->k_raw, a->xn, P(m, o->wk), n, d, nkv * hd);
+    matmul_forward(m->ctx, qk ? a->q_raw : a->q, a->xn, P(m, o->wq), n, d, nh * hd);
+    matmul_forward(m->ctx, qk ? a->k_raw : a->k, a->xn, P(m, o->wk), n, d, nkv * hd);
     matmul_forward(m->ctx, a->v, a->xn, P(m, o->wv), n, d, nkv * hd);
-    rmsnorm_forward(m->ctx, a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), n * nh, hd, eps);
-    rmsnorm_forward(m->ctx, a->k, a->k_rstd, a->k_raw, P(m, o->k_norm), n * nkv, hd, eps);
+    if (qk) {
+        rmsnorm_forward(m->ctx, a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), n * nh, hd, eps);
+        rmsnorm_forward(m->ctx, a->k, a->k_rstd, a->k_raw, P(m, o->k_norm), n * nkv, hd, eps);
+    }
     rope_forward(m->ctx, a->q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
     rope_forward(m->ctx, a->k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
     attention_forward(m->ctx, a->y, a->att, a->q, a->k, a->v, B, T, nh, nkv, hd);
@@ -228,11 +244,15 @@ static void attention_sublayer_backward(Model *m, int l, const float *x, const f
                        B, T, nh, nkv, hd);
     rope_backward(m->ctx, m->d_q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
     rope_backward(m->ctx, m->d_k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
-    rmsnorm_backward(m->ctx, m->d_qraw, G(m, o->q_norm), m->d_q, a->q_raw, P(m, o->q_norm), a->q_rstd, n * nh, hd);
-    rmsnorm_backward(m->ctx, m->d_kraw, G(m, o->k_norm), m->d_k, a->k_raw, P(m, o->k_norm), a->k_rstd, n * nkv, hd);
+    const int qk = config_qk_norm(c);
+    if (qk) {
+        rmsnorm_backward(m->ctx, m->d_qraw, G(m, o->q_norm), m->d_q, a->q_raw, P(m, o->q_norm), a->q_rstd, n * nh, hd);
+        rmsnorm_backward(m->ctx, m->d_kraw, G(m, o->k_norm), m->d_k, a->k_raw, P(m, o->k_norm), a->k_rstd, n * nkv, hd);
+    }
+    const float *dq = qk ? m->d_qraw : m->d_q, *dk = qk ? m->d_kraw : m->d_k;  // at the projections' outputs
     size_t nd = (size_t)n * d;
-    matmul_backward(m->ctx, m->d_xn, G(m, o->wq), m->d_qraw, a->xn, P(m, o->wq), n, d, nh * hd);
-    matmul_backward(m->ctx, m->d_tmp, G(m, o->wk), m->d_kraw, a->xn, P(m, o->wk), n, d, nkv * hd);
+    matmul_backward(m->ctx, m->d_xn, G(m, o->wq), dq, a->xn, P(m, o->wq), n, d, nh * hd);
+    matmul_backward(m->ctx, m->d_tmp, G(m, o->wk), dk, a->xn, P(m, o->wk), n, d, nkv * hd);
     vec_acc(m->ctx, m->d_xn, m->d_tmp, nd);
     matmul_backward(m->ctx, m->d_tmp, G(m, o->wv), m->d_v, a->xn, P(m, o->wv), n, d, nkv * hd);
     vec_acc(m->ctx, m->d_xn, m->d_tmp, nd);
@@ -362,8 +382,7 @@ int kvcache_init(KVCache *kv, Model *m, int max_len) {
     kv->rope_cos = ops_alloc(kv->ctx, sizeof(float) * max_len * c->head_dim / 2);
     kv->rope_sin = ops_alloc(kv->ctx, sizeof(float) * max_len * c->head_dim / 2);
     if (!kv->k || !kv->v || !kv->scores || !kv->rope_cos || !kv->rope_sin) return MHAR_ERR;
-    rope_table(m->ctx, kv->rope_cos, kv->rope_sin, max_len, c->head_dim, c->rope_theta);
-    return MHAR_OK;
+    return rope_tables(m, kv->rope_cos, kv->rope_sin, max_len);
 }
 
 void kvcache_free(KVCache *kv) {
@@ -381,14 +400,18 @@ static void attention_sublayer_decode(Model *m, KVCache *kv, int l, int pos, con
     int kvd = nkv * hd;
     float eps = c->rms_norm_eps;
     float *kc = kv->k + ((size_t)l * kv->max_len) * kvd, *vc = kv->v + ((size_t)l * kv->max_len) * kvd;
+    float *k_pos = kc + (size_t)pos * kvd;
+    const int qk = config_qk_norm(c);
     rmsnorm_forward(m->ctx, a->xn, a->rstd, x, P(m, o->in_norm), 1, d, eps);
-    matmul_forward(m->ctx, a->q_raw, a->xn, P(m, o->wq), 1, d, nh * hd);
-    matmul_forward(m->ctx, a->k_raw, a->xn, P(m, o->wk), 1, d, kvd);
+    matmul_forward(m->ctx, qk ? a->q_raw : a->q, a->xn, P(m, o->wq), 1, d, nh * hd);
+    matmul_forward(m->ctx, qk ? a->k_raw : k_pos, a->xn, P(m, o->wk), 1, d, kvd);
     matmul_forward(m->ctx, vc + (size_t)pos * kvd, a->xn, P(m, o->wv), 1, d, kvd);
-    rmsnorm_forward(m->ctx, a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), nh, hd, eps);
-    rmsnorm_forward(m->ctx, kc + (size_t)pos * kvd, a->k_rstd, a->k_raw, P(m, o->k_norm), nkv, hd, eps);
+    if (qk) {
+        rmsnorm_forward(m->ctx, a->q, a->q_rstd, a->q_raw, P(m, o->q_norm), nh, hd, eps);
+        rmsnorm_forward(m->ctx, k_pos, a->k_rstd, a->k_raw, P(m, o->k_norm), nkv, hd, eps);
+    }
     rope_forward(m->ctx, a->q, 1, 1, nh, hd, pos, kv->rope_cos, kv->rope_sin);
-    rope_forward(m->ctx, kc + (size_t)pos * kvd, 1, 1, nkv, hd, pos, kv->rope_cos, kv->rope_sin);
+    rope_forward(m->ctx, k_pos, 1, 1, nkv, hd, pos, kv->rope_cos, kv->rope_sin);
     attention_decode(m->ctx, a->y, kv->scores, a->q, kc, vc, pos + 1, nh, nkv, hd);
     matmul_forward(m->ctx, out, a->y, P(m, o->wo), 1, nh * hd, d);
 }

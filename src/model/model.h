@@ -1,4 +1,5 @@
-// The Qwen3-style decoder of SPEC §1: parameters in one buffer described by
+// The Qwen3-style decoder of SPEC §1 (or its Llama form, without the
+// per-head q/k norm): parameters in one buffer described by
 // a ParamTable, activations in one arena sized once per (batch, sequence),
 // forward and backward written by hand against kernels/ops.h. The residual
 // scheme (SPEC §2) is a plug-in behind residual/residual.h.
@@ -10,15 +11,15 @@
 #include "../kernels/ops.h"
 #include "../residual/residual.h"
 
-typedef struct {   // offsets (in floats) of one layer's tensors in the buffer
+typedef struct {   // offsets (in floats) of one layer's tensors in the buffer (q_norm, k_norm: qwen3)
     size_t in_norm, wq, wk, wv, wo, q_norm, k_norm, post_norm, w_gate, w_up, w_down;
 } LayerOffsets;
 
 typedef struct {   // saved activations of one attention sublayer (n = B·T)
     float *xn, *rstd;         // normed input [n, d], [n]
-    float *q_raw, *k_raw;     // projections before the per-head norm [n, nh·hd], [n, nkv·hd]
-    float *q_rstd, *k_rstd;   // [n·nh], [n·nkv]
-    float *q, *k, *v;         // normed + rotated q, k; v  [n, nh·hd], [n, nkv·hd]
+    float *q_raw, *k_raw;     // projections before the per-head norm [n, nh·hd], [n, nkv·hd] (qwen3)
+    float *q_rstd, *k_rstd;   // [n·nh], [n·nkv] (qwen3)
+    float *q, *k, *v;         // (normed +) rotated q, k; v  [n, nh·hd], [n, nkv·hd]
     float *att;               // softmax probabilities [B, nh, T, T]
     float *y;                 // head outputs [n, nh·hd]
 } AttnActs;

@@ -16,8 +16,8 @@
 #include "../util/dir.h"
 
 // The model of a fresh run: the preset (vocabulary from the data) or the
-// config, then the scheme and its H and N as given. A routed scheme given
-// without H gets its registry default.
+// config, then the family, the scheme and its H and N as given. A routed
+// scheme given without H gets its registry default.
 static int build_config(const RunOptions *o, int data_vocab, Config *c) {
     if (o->config[0]) {
         if (config_load(o->config, c)) return MHAR_ERR;
@@ -27,6 +27,10 @@ static int build_config(const RunOptions *o, int data_vocab, Config *c) {
     } else {
         if (config_preset(o->preset, c)) return MHAR_ERR;
         c->vocab_size = data_vocab;
+    }
+    if (o->family[0]) {
+        c->family = config_family_find(o->family);
+        if (c->family < 0) return mhar_fail("--family '%s' is unknown (expected %s)", o->family, config_family_names());
     }
     if (o->residual[0]) {
         snprintf(c->attnres_mode, sizeof c->attnres_mode, "%s", o->residual);
@@ -171,8 +175,8 @@ int train_launch(const TrainLaunch *l) {
         for (int i = 0; i < m.table.n; i++) params += m.table.p[i].numel;
         const char *from = l->init_from ? l->init_from : st.opt.config[0] ? st.opt.config : st.opt.preset;
         if (lead) {
-            fprintf(stderr, "model: %s, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d",
-                    l->resume ? l->out : from, m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
+            fprintf(stderr, "model: %s, %s family, %s residual, %.2fM parameters, d %d, %d layers; batch %d x %d x accum %d",
+                    l->resume ? l->out : from, config_family_name(m.cfg.family), m.cfg.attnres_mode, params / 1e6, m.cfg.hidden_size,
                     m.cfg.num_hidden_layers, st.opt.batch, st.opt.seq, dp.accum);
             if (comm->size > 1)
                 fprintf(stderr, " x %d ranks; optimizer state %.1f MB per rank (ZeRO-1; %.1f MB unsharded)",

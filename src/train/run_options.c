@@ -20,6 +20,8 @@ static const RunOption options[] = {
      "nano|micro|mini|100m|350m|1b (default nano)"},
     {"config",        "config",        OPT_TEXT, F(config),       TEXT(""),                 RUN_MODEL, RESUME_IGNORES,
      "HF-style config.json instead of a preset"},
+    {"family",        "family",        OPT_TEXT, F(family),       TEXT(""),                 RUN_MODEL, RESUME_IGNORES,
+     "model family qwen3|llama (default: qwen3, or the config's)"},
     {"residual",      "residual",      OPT_TEXT, F(residual),     TEXT(""),                 RUN_MODEL | RUN_SWEEP, RESUME_IGNORES,
      "residual scheme (default baseline)"},
     {"route_heads",   "route-heads",   OPT_INT,  F(heads),        NUM(1, 4096, 0),          RUN_MODEL | RUN_SWEEP | RUN_ZERO_UNSET,

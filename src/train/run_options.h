@@ -21,6 +21,7 @@ typedef struct {
     // the model of a fresh run (a resumed run's comes from its checkpoint)
     char preset[32];
     char config[RUN_PATH_MAX];   // HF-style config.json instead of the preset ("" none)
+    char family[16];             // "" the preset's (qwen3) or config's family
     char residual[16];           // "" the preset's or config's scheme
     int heads, blocks;           // routing heads H, blocks N (0: the scheme's default)
     // data: token files (absolute once a run has started)

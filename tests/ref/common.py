@@ -56,13 +56,23 @@ def mhar_binary():
 # Run directories
 # --------------------------------------------------------------------------
 
-def make_config(mode="baseline", heads=1, blocks=0, tied=True, **shape):
-    """A full config.json dict: the HF Qwen3 keys of SPEC §3, the extra keys
-    transformers expects, and the attnres_* keys. `shape` overrides NANO."""
+FAMILY_CLASS = {"qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}
+
+
+def make_config(mode="baseline", heads=1, blocks=0, tied=True, family="qwen3", rope_scaling=None, **shape):
+    """A full config.json dict: the HF Qwen3 (or Llama) keys of SPEC §3, the
+    extra keys transformers expects, and the attnres_* keys. `shape`
+    overrides NANO; rope_scaling is a transformers rope_scaling dict."""
     s = {**NANO, **shape}
+    if family == "qwen3":
+        family_keys = {"use_sliding_window": False, "sliding_window": None,
+                       "max_window_layers": s["num_hidden_layers"]}
+    else:
+        family_keys = {"mlp_bias": False}
     return {
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
+        "architectures": [FAMILY_CLASS[family]],
+        "model_type": family,
+        **family_keys,
         "hidden_act": "silu",
         "attention_bias": False,
         "attention_dropout": 0.0,
@@ -76,10 +86,8 @@ def make_config(mode="baseline", heads=1, blocks=0, tied=True, **shape):
         "max_position_embeddings": s.get("max_position_embeddings", 256),
         "rms_norm_eps": 1e-6,
         "rope_theta": 10000.0,
+        "rope_scaling": rope_scaling,
         "tie_word_embeddings": tied,
-        "use_sliding_window": False,
-        "sliding_window": None,
-        "max_window_layers": s["num_hidden_layers"],
         "initializer_range": 0.02,
         "use_cache": True,
         "dtype": "float32",

@@ -7,7 +7,11 @@ The tests run it in float64 against the C implementation (fp32), so its own
 rounding is negligible next to the tolerances (see tests/test_exact.py).
 
 Parameters are a plain dict name -> tensor with exactly the SPEC §3 names and
-shapes; `cfg` is the config.json dict (HF Qwen3 keys + attnres_*).  A residual
+shapes; `cfg` is the config.json dict (HF Qwen3 or Llama keys + attnres_*).
+The family is model_type (or mhar_family): "qwen3" has the per-head q/k
+RMSNorm, "llama" has none. RoPE scaling ("rope_scaling": linear or llama3) is
+written here from its definition (Llama 3.1's frequency bands), not from
+transformers' code.  A residual
 scheme is an object with read(s) -> x_s, write(s, o_s) and final() -> h, for
 sublayers s = 0 .. 2L-1 (attention of layer i is s = 2i, its MLP s = 2i+1).
 
@@ -79,6 +83,15 @@ def is_tied(cfg):
     return cfg.get("tie_word_embeddings", True)
 
 
+def family(cfg):
+    """ "qwen3" (default) or "llama"."""
+    return cfg.get("mhar_family") or cfg.get("model_type") or "qwen3"
+
+
+def has_qk_norm(cfg):
+    return family(cfg) == "qwen3"
+
+
 def site_name(s):
     """Prefix of sublayer s's routing parameters: model.layers.{i}.{attn,mlp}."""
     return f"model.layers.{s // 2}.{'attn' if s % 2 == 0 else 'mlp'}"
@@ -98,10 +111,11 @@ def _base_shapes(cfg):
                 (p + "self_attn.q_proj.weight", (nh * hd, d)),
                 (p + "self_attn.k_proj.weight", (nkv * hd, d)),
                 (p + "self_attn.v_proj.weight", (nkv * hd, d)),
-                (p + "self_attn.o_proj.weight", (d, nh * hd)),
-                (p + "self_attn.q_norm.weight", (hd,)),
-                (p + "self_attn.k_norm.weight", (hd,)),
-                (p + "post_attention_layernorm.weight", (d,)),
+                (p + "self_attn.o_proj.weight", (d, nh * hd))]
+        if has_qk_norm(cfg):
+            out += [(p + "self_attn.q_norm.weight", (hd,)),
+                    (p + "self_attn.k_norm.weight", (hd,))]
+        out += [(p + "post_attention_layernorm.weight", (d,)),
                 (p + "mlp.gate_proj.weight", (f, d)),
                 (p + "mlp.up_proj.weight", (f, d)),
                 (p + "mlp.down_proj.weight", (d, f))]
@@ -209,9 +223,43 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def rope_tables(T, hd, theta, dtype):
+def rope_frequencies(cfg):
+    """The hd/2 rotation frequencies (radians per position), float64.
+
+    linear: every frequency divided by `factor`. llama3 (Llama 3.1): with the
+    original context C, a frequency whose wavelength 2*pi/f is shorter than
+    C/high_freq_factor is kept, one longer than C/low_freq_factor is divided
+    by `factor`, and in between the two are mixed with weight
+    s = (C/wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    on the kept one."""
+    hd, theta = cfg["head_dim"], cfg.get("rope_theta", 10000.0)
+    freq = [theta ** (-2.0 * j / hd) for j in range(hd // 2)]
+    rs = cfg.get("rope_scaling") or {}
+    kind = rs.get("rope_type", "default")
+    if kind == "linear":
+        freq = [f / rs["factor"] for f in freq]
+    elif kind == "llama3":
+        C = rs.get("original_max_position_embeddings", cfg.get("max_position_embeddings"))
+        lo, hi, k = rs["low_freq_factor"], rs["high_freq_factor"], rs["factor"]
+        out = []
+        for f in freq:
+            wavelength = 2 * math.pi / f
+            if wavelength < C / hi:
+                out.append(f)
+            elif wavelength > C / lo:
+                out.append(f / k)
+            else:
+                s = (C / wavelength - lo) / (hi - lo)
+                out.append(s * f + (1 - s) * f / k)
+        freq = out
+    elif kind != "default":
+        raise ValueError(f"rope type {kind!r}")
+    return torch.tensor(freq, dtype=torch.float64)
+
+
+def rope_tables(T, cfg, dtype):
     """cos, sin [T, hd] for positions 0..T-1, rotate-half layout."""
-    inv_freq = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    inv_freq = rope_frequencies(cfg)
     angle = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     angle = torch.cat([angle, angle], dim=-1)
     return angle.cos().to(dtype), angle.sin().to(dtype)
@@ -224,15 +272,16 @@ def apply_rope(x, cos, sin):
 
 
 def attention(cfg, P, prefix, x, cos, sin):
-    """GQA causal self-attention with per-head q/k RMSNorm and RoPE."""
+    """GQA causal self-attention with RoPE (and, for qwen3, per-head q/k RMSNorm)."""
     B, T, _ = x.shape
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps, a = cfg["rms_norm_eps"], prefix + "self_attn."
     q = (x @ P[a + "q_proj.weight"].T).view(B, T, nh, hd)
     k = (x @ P[a + "k_proj.weight"].T).view(B, T, nkv, hd)
     v = (x @ P[a + "v_proj.weight"].T).view(B, T, nkv, hd)
-    q = rms_norm(q, P[a + "q_norm.weight"], eps).transpose(1, 2)
-    k = rms_norm(k, P[a + "k_norm.weight"], eps).transpose(1, 2)
+    if has_qk_norm(cfg):
+        q, k = rms_norm(q, P[a + "q_norm.weight"], eps), rms_norm(k, P[a + "k_norm.weight"], eps)
+    q, k = q.transpose(1, 2), k.transpose(1, 2)
     v = v.transpose(1, 2)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     group = nh // nkv                       # query head j reads kv head j // group
@@ -437,7 +486,7 @@ def forward(cfg, params, tokens, trace=None):
     P, eps = params, cfg["rms_norm_eps"]
     emb = P["model.embed_tokens.weight"][tokens]
     T, dtype = tokens.shape[1], emb.dtype
-    cos, sin = rope_tables(T, cfg["head_dim"], cfg["rope_theta"], dtype)
+    cos, sin = rope_tables(T, cfg, dtype)
     scheme = SCHEMES[cfg["attnres_mode"]](cfg, P, emb, trace)
     for i in range(n_layers(cfg)):
         p = f"model.layers.{i}."

@@ -16,15 +16,14 @@ enum { ATT_BLOCK = 64 };
 
 // ---- RoPE ------------------------------------------------------------------------
 
-// -> cos_t, sin_t [max_pos, hd/2], angle = pos · theta^(-2j/hd), in double
-// so large positions keep full float accuracy.
-void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, float theta) {
+// -> cos_t, sin_t [max_pos, hd/2], angle = pos · inv_freq[j], in double so
+// large positions keep full float accuracy.
+void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, const double *inv_freq) {
     (void)ctx;
     int half = hd / 2;
     for (int j = 0; j < half; j++) {
-        double inv_freq = pow((double)theta, -2.0 * j / hd);
         for (int p = 0; p < max_pos; p++) {
-            double a = p * inv_freq;
+            double a = p * inv_freq[j];
             cos_t[(size_t)p * half + j] = (float)cos(a);
             sin_t[(size_t)p * half + j] = (float)sin(a);
         }
