@@ -67,7 +67,12 @@ REMOTE_FILES = ("configuration_mhar.py", "modeling_mhar.py")
 RUNS = [("baseline", "baseline", 1, 0, True), ("hc", "hc", 1, 0, True),
         ("denseformer", "denseformer", 1, 0, True), ("attnres", "attnres", 1, 0, True),
         ("mhar", "mhar", 4, 0, False), ("block", "block", 2, 3, True),
-        ("delta_mh", "delta_mh", 4, 3, True)]
+        ("delta_mh", "delta_mh", 4, 3, True),
+        # The Llama family (no q/k norm) with llama3 RoPE scaling, native and routed.
+        ("llama_baseline", "baseline", 1, 0, False, "llama"), ("llama_mhar", "mhar", 4, 0, True, "llama")]
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 2.0,
+               "original_max_position_embeddings": 16}
+FAMILY_CLASS = {"qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}
 
 
 def mhar(*args, timeout=600):
@@ -79,7 +84,7 @@ def train_args(d, out, steps=3):
             "--seq", T, "--eval-batches", 2, "--out", out]
 
 
-def make_run(d, name, residual, heads, blocks, tied):
+def make_run(d, name, residual, heads, blocks, tied, family="qwen3"):
     """Train (or convert then train) the run of one scheme; its directory."""
     run = d / name
     if residual == "delta_mh":
@@ -87,7 +92,10 @@ def make_run(d, name, residual, heads, blocks, tied):
              "--route-heads", heads, "--route-blocks", blocks)
         mhar("train", "--init-from", d / "converted", *train_args(d, run))
         return run
-    shape = dict(common.NANO, vocab_size=VOCAB, tie_word_embeddings=tied)
+    if family == "qwen3":
+        shape = dict(common.NANO, vocab_size=VOCAB, tie_word_embeddings=tied)
+    else:
+        shape = common.make_config(tied=tied, family=family, rope_scaling=LLAMA3_ROPE, vocab_size=VOCAB)
     (d / f"{name}.json").write_text(json.dumps(shape))
     mhar("train", "--config", d / f"{name}.json", "--residual", residual, "--route-heads", heads,
          *(["--route-blocks", blocks] if blocks else []), *train_args(d, run))
@@ -115,8 +123,9 @@ def check_files(rep, name, run, cfg):
         native = cfg["attnres_mode"] == "baseline"
         present = [f for f in REMOTE_FILES if (run / f).exists()]
         if native:
-            ok = not present and cfg["model_type"] == "qwen3" and cfg["architectures"] == ["Qwen3ForCausalLM"]
-            rep.check(f"hf_remote.{name}.files", ok, f"plain Qwen3 directory (remote files {present})")
+            family = cfg["mhar_family"]
+            ok = not present and cfg["model_type"] == family and cfg["architectures"] == [FAMILY_CLASS[family]]
+            rep.check(f"hf_remote.{name}.files", ok, f"plain {family} directory (remote files {present})")
             return
         same = [f for f in present if (run / f).read_bytes() == (HF_DIR / f).read_bytes()]
         L = cfg["num_hidden_layers"]
@@ -133,7 +142,7 @@ def load_auto(rep, name, run, cfg):
     with rep.guard(f"hf_remote.{name}.from_pretrained"):
         model, info = transformers.AutoModelForCausalLM.from_pretrained(
             run, trust_remote_code=True, dtype=torch.float32, output_loading_info=True)
-        want = "Qwen3ForCausalLM" if cfg["attnres_mode"] == "baseline" else "MharForCausalLM"
+        want = FAMILY_CLASS[cfg["mhar_family"]] if cfg["attnres_mode"] == "baseline" else "MharForCausalLM"
         bad = {k: v for k, v in info.items() if v}
         got = type(model).__name__
         if rep.check(f"hf_remote.{name}.from_pretrained", not bad and got == want,
@@ -307,9 +316,9 @@ def main():
         common.write_tokens(d / "batch.bin", tokens.numpy(), VOCAB)
         inputs, _ = common.batch_rows(tokens, B, T)
         routed = None
-        for name, residual, heads, blocks, tied in RUNS:
+        for name, residual, heads, blocks, tied, *family in RUNS:
             with rep.guard(f"hf_remote.{name}.run"):
-                run = make_run(d, name, residual, heads, blocks, tied)
+                run = make_run(d, name, residual, heads, blocks, tied, *family)
                 model = check_run(rep, d, name, run, inputs)
                 if name == "mhar":
                     routed = model
