@@ -95,6 +95,11 @@ static const Refusal REFUSALS[] = {
     {"mhar_family", "\"qwen3\"", "mhar_family 'qwen3' disagrees with model_type 'llama'"},
     {"mhar_family", "\"gpt2\"", "mhar_family 'gpt2'"},
     {"model_type", "\"mhar\"", "model_type 'mhar' needs key 'mhar_family'"},
+    {"eos_token_id", "100", "eos_token_id 100 is not in the vocabulary of 100"},
+    {"eos_token_id", "[1, -2]", "eos_token_id entry 1 is not a token id"},
+    {"eos_token_id", "[0, 1, 2, 3, 4, 5, 6, 7, 8]", "eos_token_id lists 9 ids"},
+    {"bos_token_id", "250", "bos_token_id 250 is not in the vocabulary of 100"},
+    {"bos_token_id", "\"<s>\"", "'bos_token_id'"},
 };
 
 static void test_refusals(void) {
@@ -189,7 +194,9 @@ static void test_real_configs(void) {
     int rc = config_parse(llama32, strlen(llama32), "llama32.json", &c);
     CHECK(rc == MHAR_OK && c.family == FAMILY_LLAMA && c.rope_type == ROPE_LLAMA3 && c.rope_factor == 32 &&
               c.rope_low_freq_factor == 1 && c.rope_high_freq_factor == 4 &&
-              c.rope_original_max_position_embeddings == 8192 && c.rope_theta == 500000.0f && c.head_dim == 64,
+              c.rope_original_max_position_embeddings == 8192 && c.rope_theta == 500000.0f && c.head_dim == 64 &&
+              c.bos_token_id == 128000 && c.n_eos_token_ids == 3 && c.eos_token_ids[0] == 128001 &&
+              c.eos_token_ids[2] == 128009,
           "config_llama_3_2_1b", "rc %d %s", rc, mhar_error());
     const char *t5 =
         "{\"_name_or_path\": \"\", \"architectures\": null, \"attention_bias\": false, \"attention_dropout\": 0.0, "
@@ -245,6 +252,10 @@ static void test_roundtrip(void) {
         a.rope_low_freq_factor = 1.0 / 3;
         a.rope_high_freq_factor = 4.25;
         a.rope_original_max_position_embeddings = CASES[i].rope == ROPE_LLAMA3 ? 512 : 0;
+        // Special tokens: none, one id, a list.
+        a.bos_token_id = (int)i % 2 ? 7 : -1;
+        a.n_eos_token_ids = (int)i % 3;
+        for (int e = 0; e < a.n_eos_token_ids; e++) a.eos_token_ids[e] = 990 + e;
         if (routed) {
             strcpy(a.attnres_mode, "mhar");
             a.attnres_num_heads = 4;

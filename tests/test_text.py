@@ -302,6 +302,23 @@ def check_sample(rep, d, run, tok):
               r.stderr.decode().strip())
 
 
+def check_pipeline(rep, run, tok):
+    """Standard tools run on a routed mhar model: config.json names the
+    tokenizer's end-of-text, and transformers' text-generation pipeline
+    (remote code + AutoTokenizer) continues a prompt with mhar's text."""
+    import transformers
+    with rep.guard("pipeline_routed"):
+        cfg = json.loads((run / "config.json").read_text())
+        eos_ok = cfg["eos_token_id"] == tok.eos_token_id and tok.eos_token_id is not None
+        pipe = transformers.pipeline("text-generation", model=str(run), trust_remote_code=True,
+                                     dtype=torch.float32)
+        prompt = "def "
+        got = pipe(prompt, max_new_tokens=24, do_sample=False, return_full_text=True)[0]["generated_text"]
+        want = mhar("sample", "--run", run, "--prompt", prompt, "--steps", 24, "--temperature", 0).stdout
+        rep.check("pipeline_routed", eos_ok and got.encode() + b"\n" == want,
+                  f"eos {cfg['eos_token_id']} vs tokenizer {tok.eos_token_id}; pipeline {got!r}, mhar {want!r}")
+
+
 # ---- input errors ------------------------------------------------------------------
 
 BAD = [
@@ -353,6 +370,7 @@ def main():
             params = {k: v.double() for k, v in common.load_safetensors(routed / "model.safetensors").items()}
             check_score(rep, d, routed, tok, lambda x: ref_model.forward(cfg, params, x), "mhar")
         check_sample(rep, d, base, tok)
+        check_pipeline(rep, routed, tok)
         check_errors(rep, d, base)
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -85,6 +85,8 @@ static void set_defaults(Config *c) {
     strcpy(c->attnres_mode, residual_at(0)->name);  // the registry lists baseline first
     c->attnres_num_heads = 1;
     c->attnres_num_blocks = 0;
+    c->bos_token_id = -1;
+    c->n_eos_token_ids = 0;
 }
 
 int config_preset(const char *name, Config *c) {
@@ -199,9 +201,22 @@ static int validate_residual(const Config *c, const char *o) {
                                 c->num_hidden_layers, o);
 }
 
+// A special token outside the vocabulary could never be generated or fed.
+static int validate_tokens(const Config *c, const char *o) {
+    if (c->bos_token_id >= c->vocab_size || c->bos_token_id < -1)
+        return mhar_fail("%s: bos_token_id %d is not in the vocabulary of %d", o, c->bos_token_id, c->vocab_size);
+    if (c->n_eos_token_ids < 0 || c->n_eos_token_ids > CONFIG_MAX_EOS)
+        return mhar_fail("%s: %d eos_token_id entries (at most %d)", o, c->n_eos_token_ids, CONFIG_MAX_EOS);
+    for (int i = 0; i < c->n_eos_token_ids; i++)
+        if (c->eos_token_ids[i] < 0 || c->eos_token_ids[i] >= c->vocab_size)
+            return mhar_fail("%s: eos_token_id %d is not in the vocabulary of %d", o, c->eos_token_ids[i],
+                             c->vocab_size);
+    return MHAR_OK;
+}
+
 int config_validate(const Config *c, const char *origin) {
     const char *o = origin ? origin : "config";
-    if (validate_sizes(c, o) || validate_attention(c, o) || validate_residual(c, o))
+    if (validate_sizes(c, o) || validate_attention(c, o) || validate_residual(c, o) || validate_tokens(c, o))
         return MHAR_ERR;
     return MHAR_OK;
 }
@@ -223,7 +238,9 @@ int config_equal(const Config *a, const Config *b) {
            memcmp(&a->rms_norm_eps, &b->rms_norm_eps, sizeof(float)) == 0 &&
            a->tie_word_embeddings == b->tie_word_embeddings &&
            strncmp(a->attnres_mode, b->attnres_mode, sizeof a->attnres_mode) == 0 &&
-           a->attnres_num_heads == b->attnres_num_heads && a->attnres_num_blocks == b->attnres_num_blocks;
+           a->attnres_num_heads == b->attnres_num_heads && a->attnres_num_blocks == b->attnres_num_blocks &&
+           a->bos_token_id == b->bos_token_id && a->n_eos_token_ids == b->n_eos_token_ids &&
+           memcmp(a->eos_token_ids, b->eos_token_ids, sizeof(int) * (size_t)a->n_eos_token_ids) == 0;
 }
 
 // ---- loading ----
@@ -274,8 +291,8 @@ static const KeySpec KEYS[] = {
     // metadata: identity, tokens, storage type, init, sliding-window
     // settings inert without use_sliding_window, outputs of the PyTorch API
     {"_name_or_path", KEY_META, NULL}, {"transformers_version", KEY_META, NULL}, {"auto_map", KEY_META, NULL},
-    {"torch_dtype", KEY_META, NULL}, {"dtype", KEY_META, NULL}, {"bos_token_id", KEY_META, NULL},
-    {"eos_token_id", KEY_META, NULL}, {"pad_token_id", KEY_META, NULL}, {"tokenizer_class", KEY_META, NULL},
+    {"torch_dtype", KEY_META, NULL}, {"dtype", KEY_META, NULL}, {"bos_token_id", KEY_READ, NULL},
+    {"eos_token_id", KEY_READ, NULL}, {"pad_token_id", KEY_META, NULL}, {"tokenizer_class", KEY_META, NULL},
     {"use_cache", KEY_META, NULL}, {"initializer_range", KEY_META, NULL}, {"max_window_layers", KEY_META, NULL},
     {"sliding_window", KEY_META, NULL}, {"id2label", KEY_META, NULL}, {"label2id", KEY_META, NULL},
     {"problem_type", KEY_META, NULL}, {"chunk_size_feed_forward", KEY_META, NULL},
@@ -541,6 +558,31 @@ static int get_int_or_null(const cJSON *r, const char *path, const char *key, lo
     return json_get_int(r, path, key, 0, 1, hi, out);
 }
 
+// bos_token_id: null or an id; eos_token_id: null, an id or a list of ids.
+// Ranges are config_validate's (they depend on vocab_size).
+static int get_token_ids(const cJSON *r, const char *p, Config *c) {
+    if (!cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "bos_token_id")) &&
+        json_get_int(r, p, "bos_token_id", 0, 0, MAX_VOCAB, &c->bos_token_id))
+        return MHAR_ERR;
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(r, "eos_token_id");
+    if (!eos || cJSON_IsNull(eos)) return MHAR_OK;
+    if (!cJSON_IsArray(eos)) {
+        c->n_eos_token_ids = 1;
+        return json_get_int(r, p, "eos_token_id", 1, 0, MAX_VOCAB, &c->eos_token_ids[0]);
+    }
+    int n = cJSON_GetArraySize(eos);
+    if (n > CONFIG_MAX_EOS)
+        return mhar_fail("%s: eos_token_id lists %d ids, mhar keeps at most %d", p, n, CONFIG_MAX_EOS);
+    c->n_eos_token_ids = 0;
+    for (const cJSON *it = eos->child; it; it = it->next) {
+        double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (v < 0 || v > MAX_VOCAB || v != (double)(int)v)
+            return mhar_fail("%s: eos_token_id entry %d is not a token id", p, c->n_eos_token_ids);
+        c->eos_token_ids[c->n_eos_token_ids++] = (int)v;
+    }
+    return MHAR_OK;
+}
+
 // Fields in dependency order: identity and head counts before the defaults
 // derived from them.
 static int parse_fields(const cJSON *r, const char *p, Config *c) {
@@ -565,7 +607,7 @@ static int parse_fields(const cJSON *r, const char *p, Config *c) {
         get_float(r, p, "rms_norm_eps", &c->rms_norm_eps) || get_rope(r, p, c) || check_act(r, p) ||
         check_layer_types(r, p, c->num_hidden_layers, routed_type) ||
         json_get_bool(r, p, "tie_word_embeddings", 0, &c->tie_word_embeddings) ||
-        get_mode(r, p, c->attnres_mode, sizeof c->attnres_mode))
+        get_mode(r, p, c->attnres_mode, sizeof c->attnres_mode) || get_token_ids(r, p, c))
         return MHAR_ERR;
     if (c->rope_type == ROPE_LLAMA3 && !c->rope_original_max_position_embeddings)
         c->rope_original_max_position_embeddings = c->max_position_embeddings;  // transformers' default
@@ -685,6 +727,13 @@ int config_save(const char *path, const Config *c) {
     format_float(theta, sizeof theta, c->rope_theta);
     format_rope_scaling(scaling, sizeof scaling, c);
     format_family_keys(family_keys, sizeof family_keys, c);
+    char bos[16] = "null", eos[16 * CONFIG_MAX_EOS + 8] = "null";
+    if (c->bos_token_id >= 0) snprintf(bos, sizeof bos, "%d", c->bos_token_id);
+    if (c->n_eos_token_ids == 1) snprintf(eos, sizeof eos, "%d", c->eos_token_ids[0]);
+    if (c->n_eos_token_ids > 1)
+        for (int i = 0, n = 0; i < c->n_eos_token_ids; i++)
+            n += snprintf(eos + n, sizeof eos - (size_t)n, "%s%d%s", i ? ", " : "[", c->eos_token_ids[i],
+                          i + 1 == c->n_eos_token_ids ? "]" : "");
     char *identity = identity_keys(c);
     size_t cap = identity ? 4096 + strlen(identity) : 0;
     char *buf = identity ? malloc(cap) : NULL;
@@ -701,8 +750,8 @@ int config_save(const char *path, const Config *c) {
         "  \"torch_dtype\": \"float32\",\n"
         "  \"initializer_range\": 0.02,\n"
         "  \"use_cache\": true,\n"
-        "  \"bos_token_id\": 0,\n"
-        "  \"eos_token_id\": 0,\n"
+        "  \"bos_token_id\": %s,\n"
+        "  \"eos_token_id\": %s,\n"
         "  \"vocab_size\": %d,\n"
         "  \"hidden_size\": %d,\n"
         "  \"num_hidden_layers\": %d,\n"
@@ -718,7 +767,7 @@ int config_save(const char *path, const Config *c) {
         "  \"attnres_num_heads\": %d,\n"
         "  \"attnres_num_blocks\": %d\n"
         "}\n",
-        identity, FAMILIES[c->family].name, family_keys, scaling, c->vocab_size,
+        identity, FAMILIES[c->family].name, family_keys, scaling, bos, eos, c->vocab_size,
         c->hidden_size, c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
         c->intermediate_size, c->max_position_embeddings, eps, theta, c->tie_word_embeddings ? "true" : "false",
         c->attnres_mode, c->attnres_num_heads, c->attnres_num_blocks);

@@ -11,6 +11,8 @@ typedef enum { FAMILY_QWEN3, FAMILY_LLAMA } ModelFamily;
 // transformers' rope_type: plain RoPE, positions divided by a factor, or
 // Llama 3.1's per-frequency interpolation (_compute_llama3_parameters).
 typedef enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3 } RopeType;
+// Llama 3.1 lists three end-of-sequence ids; room for a few more.
+#define CONFIG_MAX_EOS 8
 
 typedef struct {
     int family;               // ModelFamily
@@ -32,6 +34,12 @@ typedef struct {
     char attnres_mode[16];    // baseline|hc|attnres|mhar|block|denseformer|delta_mh
     int attnres_num_heads;    // H for attnres/mhar/block/delta_mh (attnres: 1)
     int attnres_num_blocks;   // N for block routing / delta_mh (0 = full)
+    // The special tokens generation stops at and starts from (HF's
+    // bos_token_id / eos_token_id, which may be a list): -1 / none when the
+    // model has no tokenizer. A run trained with one takes its end-of-text.
+    int bos_token_id;
+    int n_eos_token_ids;
+    int eos_token_ids[CONFIG_MAX_EOS];
 } Config;
 
 // Fill c with preset `name` (nano, micro, mini, 100m, 350m, 1b), vocab 0

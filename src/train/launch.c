@@ -80,14 +80,27 @@ static int fresh_model(const TrainLaunch *l, const TrainState *st, const TokenFi
 // the training tokens, else the --init-from run's; none for token files
 // without one (mhar data synth). A tokenizer whose vocabulary is not the
 // token file's belongs to other tokens: left out, with a warning.
-static int store_tokenizer(const TrainLaunch *l, const char *train_file, const TokenFile *train, const Model *m) {
+// A model without special-token ids takes the stored tokenizer's, so that
+// config.json tells transformers' generate() where a document ends.
+static int adopt_special_tokens(Model *m, const char *dir) {
+    if (!run_tokenizer_present(dir) || m->cfg.bos_token_id >= 0 || m->cfg.n_eos_token_ids > 0) return MHAR_OK;
+    RunTokenizer t;
+    if (run_tokenizer_load(dir, &t)) return MHAR_ERR;
+    int eot = run_tokenizer_eot(&t);
+    if (t.bos_id >= 0 && t.bos_id < m->cfg.vocab_size) m->cfg.bos_token_id = t.bos_id;
+    if (eot >= 0 && eot < m->cfg.vocab_size) m->cfg.eos_token_ids[m->cfg.n_eos_token_ids++] = eot;
+    run_tokenizer_free(&t);
+    return MHAR_OK;
+}
+
+static int store_tokenizer(const TrainLaunch *l, const char *train_file, const TokenFile *train, Model *m) {
     const int max_len = m->cfg.max_position_embeddings;
     char path[MHAR_PATH_MAX];
     int found = tokenizer_beside(train_file, path, sizeof path);
     if (found < 0) return MHAR_ERR;
     if (!found) {
         if (l->init_from && run_tokenizer_present(l->init_from))
-            return run_tokenizer_copy(l->init_from, l->out, max_len);
+            return run_tokenizer_copy(l->init_from, l->out, max_len) || adopt_special_tokens(m, l->out);
         fprintf(stderr, "note: no tokenizer beside %s: the run records none (token ids only)\n", train_file);
         return MHAR_OK;
     }
@@ -104,7 +117,7 @@ static int store_tokenizer(const TrainLaunch *l, const char *train_file, const T
     } else
         rc = run_tokenizer_save(l->out, &b, max_len);
     bpe_free(&b);
-    return rc;
+    return rc || adopt_special_tokens(m, l->out);
 }
 
 // This rank's optimizer: fresh moments for its shard, or its shard of the
