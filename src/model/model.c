@@ -289,7 +289,7 @@ float model_forward(Model *m, const int *tokens, const int *targets) {
     matmul_forward(m->ctx, m->logits, m->final_xn, P(m, m->off_head), n, d, V);
     if (!targets) return 0.0f;
     if (targets != m->targets) memcpy(m->targets, targets, sizeof(int) * n);
-    return (float)(xent_forward(m->ctx, m->losses, m->logits, targets, n, V) / n);
+    return (float)(xent_forward(m->ctx, m->losses, NULL, m->logits, targets, n, V) / n);
 }
 
 // The end of layer l's tensors in the table (the scheme's follow the last layer's).
@@ -309,7 +309,7 @@ void model_backward(Model *m, float loss_scale) {
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     if (!m->scheme->sets_source_grads) vec_zero(m->ctx, m->dsources, (size_t)(2 * L + 1) * m->row_floats);
     float *dlogits = m->logits;  // in place: the logits are not needed again
-    xent_backward(m->ctx, dlogits, m->logits, m->targets, n, V, loss_scale / n);
+    xent_backward(m->ctx, dlogits, m->logits, m->targets, n, V, loss_scale / n, 0.0f);
     matmul_backward(m->ctx, m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
     rmsnorm_backward(m->ctx, m->d_x, G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);

@@ -51,7 +51,7 @@ void adamw_step(AdamW *o, float *p, float *g, double norm, float lr) {
         .bc1 = 1.0f - powf(o->beta1, (float)o->step), .bc2_sqrt = sqrtf(1.0f - powf(o->beta2, (float)o->step)),
         .grad_scale = scale,
     };
-    adamw_update(o->ctx, p, o->m, o->v, g, o->n, s);
+    adamw_update(o->ctx, p, o->m, o->v, g, NULL, o->n, s);
 }
 
 float lr_schedule(long i, long total, long warmup, float peak) {
