@@ -115,7 +115,7 @@ else fail fresh_run_bad_token_file_exit_1 "rc=$rc: $err"; fi
 help=$($M train --help)
 missing=""
 for f in preset config residual route-heads route-blocks train val steps batch seq accum lr warmup seed \
-         eval-every eval-batches save-every max-bad-steps out init-from resume stop-at; do
+         eval-every eval-batches save-every max-bad-steps wd-exclude z-loss ema out init-from resume stop-at; do
     grep -q -- "--$f " <<<"$help" || missing="$missing $f"
 done
 if [ -z "$missing" ]; then pass train_help_every_option; else fail train_help_every_option "missing:$missing"; fi

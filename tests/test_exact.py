@@ -34,6 +34,13 @@ Measures and tolerances:
         6e-4, or a wrong AdamW eps, 9e-4; fp32 noise is ~1e-5.)
   1e-5  reference vs HF transformers (both at >= fp32 precision: HF computes
         its norms and softmax in fp32 even for a float64 model).
+  1e-4  the continued-training recipe (RECIPES: weight decay off some
+        parameter classes, z-loss, EMA of the weights) on 10 steps as above:
+        losses, gradient norms and parameters at the tolerances above, each
+        step's z-loss term at TOL_LOSSES, the EMA weights at TOL_PARAMS.
+        The z-loss coefficient is far above PaLM's 1e-4 so that its gradient
+        moves the run: at 1e-4 it would change the parameters by less than
+        the tolerance and a wrong z-loss gradient would pass unseen.
 The self-check "fp32_headroom" runs the reference in fp32 through the same
 measures against float64: an honest fp32 implementation must pass them.
 
@@ -47,6 +54,7 @@ init too).
 
 Enable schemes in SCHEMES as the C side gains them, or select some for one
 run: MHAR_EXACT_SCHEMES=all (or a comma list of names) python3 tests/test_exact.py
+(a recipe runs when its scheme or its own name is in the list).
 """
 import os
 import sys
@@ -90,6 +98,16 @@ ROPE_SCALING = {
     "linear": {"rope_type": "linear", "factor": 2.5},
 }
 
+# The recipe on top of schemes whose "route" tensors are of every kind:
+# queries and key norms, null sources and gates, hc, dwa.
+RECIPES = [
+    dict(name="recipe_all_delta_mh", scheme="delta_mh_h2_n3", wd_exclude="all", z_loss=0.02, ema=0.9),
+    dict(name="recipe_embed_route_hc", scheme="hc", wd_exclude="embed,route", z_loss=0.02, ema=0.8),
+    dict(name="recipe_norm_mhar", scheme="mhar_h4", wd_exclude="norm", z_loss=0.0, ema=0.0),
+    dict(name="recipe_zloss_denseformer", scheme="denseformer", wd_exclude="", z_loss=0.05, ema=0.95),
+]
+CLASSES = {"all": ("embed", "norm", "route"), "": ()}
+
 B, T = 2, 32
 SEED, TOKEN_SEED = 1234, 7
 STEPS, LR, WARMUP = 10, 1e-3, 2
@@ -116,7 +134,18 @@ def selected_schemes():
         return [sc for sc in SCHEMES if sc["enabled"]]
     if pick == "all":
         return list(SCHEMES)
-    return [scheme(n.strip()) for n in pick.split(",") if n.strip()]
+    recipes = {rc["name"] for rc in RECIPES}
+    return [scheme(n.strip()) for n in pick.split(",") if n.strip() and n.strip() not in recipes]
+
+
+def selected_recipes():
+    """Every recipe, or with MHAR_EXACT_SCHEMES set those on a chosen scheme
+    (or named in it); "none" runs none."""
+    pick = os.environ.get("MHAR_EXACT_SCHEMES", "")
+    if not pick or pick == "all":
+        return list(RECIPES)
+    names = {n.strip() for n in pick.split(",")}
+    return [rc for rc in RECIPES if rc["scheme"] in names or rc["name"] in names]
 
 
 def f64(params):
@@ -273,7 +302,8 @@ def train_errors(losses, norms, params, ref):
 
 
 TOLERANCES = {"logits": TOL_FORWARD, "loss": TOL_FORWARD, "grads": TOL_FORWARD,
-              "losses": TOL_LOSSES, "grad_norm": TOL_GRAD_NORM, "params": TOL_PARAMS}
+              "losses": TOL_LOSSES, "grad_norm": TOL_GRAD_NORM, "params": TOL_PARAMS,
+              "z_terms": TOL_LOSSES, "ema": TOL_PARAMS}
 
 
 def check_fp32_headroom(rep, inputs, targets):
@@ -344,6 +374,58 @@ def compare_train(rep, name, dump, cfg, params, inputs, targets):
     print(f"info {name}.train.params max-element: worst {worst}: rel err {err:.2e}")
 
 
+def recipe_args(rc):
+    """(tool_dump's flags, train_recipe_reference's keywords) of a recipe."""
+    flags = {k: rc[k] for k in ("wd_exclude", "z_loss", "ema") if rc[k]}
+    ema = float(torch.tensor(rc["ema"], dtype=torch.float32))    # as the C side reads it
+    kw = dict(steps=STEPS, lr=LR, warmup=WARMUP, z_loss=rc["z_loss"], ema=ema,
+              wd_exclude=CLASSES.get(rc["wd_exclude"], tuple(rc["wd_exclude"].split(","))))
+    return flags, kw
+
+
+def recipe_errors(got, ref):
+    """train_errors plus the z-loss terms and the EMA weights."""
+    errs = train_errors(*got[:3], ref[:3])
+    if any(ref[3]):
+        errs["z_terms"] = step_error(got[3], ref[3])
+    if ref[4] is not None:
+        errs["ema"] = worst_rel(*group_scalars(got[4], ref[4]), measure=rel_l2)
+    return errs
+
+
+def check_recipe_fp32_headroom(rep, inputs, targets):
+    for rc in RECIPES:
+        name = f"selfcheck.fp32_headroom.{rc['name']}"
+        with rep.guard(name):
+            cfg = config_of(scheme(rc["scheme"]))
+            params = model.init_params(cfg, SEED)
+            _, kw = recipe_args(rc)
+            lo = model.train_recipe_reference(cfg, params, inputs, targets, dtype=torch.float32, **kw)
+            hi = model.train_recipe_reference(cfg, params, inputs, targets, **kw)
+            errs = recipe_errors(lo, hi)
+            ok = all(e <= TOLERANCES[k] for k, (_, e) in errs.items())
+            rep.check(name, ok, ", ".join(f"{k} {e:.1e}" for k, (_, e) in errs.items()))
+
+
+def check_recipe_against_c(rep, rc, tmp, tokens_path, inputs, targets):
+    """mhar's optimizer with the recipe (tool_dump) against the reference's."""
+    name = f"exact.{rc['name']}"
+    with rep.guard(name):
+        cfg = config_of(scheme(rc["scheme"]))
+        params = model.init_params(cfg, SEED)
+        run = common.write_run_dir(Path(tmp) / rc["name"], cfg, params)
+        flags, kw = recipe_args(rc)
+        dump = common.tool_dump(run, tokens_path, B, T, Path(tmp) / f"{rc['name']}.safetensors",
+                                steps=STEPS, lr=LR, warmup=WARMUP, recipe=flags)
+        ref = model.train_recipe_reference(cfg, params, inputs, targets, **kw)
+        if rc["ema"]:
+            compare_names(rep, f"{name}.ema_names", dump, "ema.", params)
+        got = (tensor(dump, "losses").double().reshape(-1).tolist(),
+               tensor(dump, "grad_norm").double().reshape(-1).tolist(), prefixed(dump, "param."),
+               tensor(dump, "z_terms").double().reshape(-1).tolist(), prefixed(dump, "ema.") or None)
+        report_errors(rep, name, recipe_errors(got, ref))
+
+
 def check_against_c(rep, sc, tmp, tokens_path, inputs, targets):
     name = f"exact.{sc['name']}"
     cfg = config_of(sc)
@@ -374,8 +456,11 @@ def main():
         check_zero_query_uniform(rep, inputs)
         check_exact_reductions(rep, inputs)
         check_fp32_headroom(rep, inputs, targets)
+        check_recipe_fp32_headroom(rep, inputs, targets)
         for sc in selected_schemes():
             check_against_c(rep, sc, tmp, tokens_path, inputs, targets)
+        for rc in selected_recipes():
+            check_recipe_against_c(rep, rc, tmp, tokens_path, inputs, targets)
     rep.finish()
 
 

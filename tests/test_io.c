@@ -247,9 +247,9 @@ static void test_config_errors(void) {
 static void test_params(void) {
     ParamTable t = {0};
     int s35[2] = {3, 5}, s7[1] = {7};
-    int a = ptable_add(&t, "a", 2, s35, INIT_NORMAL);
-    int b = ptable_add(&t, "b", 1, s7, INIT_ONES);
-    int s = ptable_add(&t, "s", 0, NULL, INIT_ZEROS);
+    int a = ptable_add(&t, "a", 2, s35, INIT_NORMAL, PARAM_MATRIX);
+    int b = ptable_add(&t, "b", 1, s7, INIT_ONES, PARAM_MATRIX);
+    int s = ptable_add(&t, "s", 0, NULL, INIT_ZEROS, PARAM_MATRIX);
     CHECK(a == 0 && b == 1 && s == 2 && t.n == 3, "ptable_indices", "%d %d %d", a, b, s);
     CHECK(t.p[0].offset == 0 && t.p[1].offset == 16 && t.p[2].offset == 32 && t.p[2].numel == 1 &&
               t.total == 33,
@@ -259,19 +259,19 @@ static void test_params(void) {
     char longname[200];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    CHECK(ptable_add(&t, longname, 1, s7, 0) == MHAR_ERR && has(mhar_error(), "characters"),
+    CHECK(ptable_add(&t, longname, 1, s7, 0, PARAM_MATRIX) == MHAR_ERR && has(mhar_error(), "characters"),
           "ptable_long_name", "%s", mhar_error());
-    CHECK(ptable_add(&t, "a", 1, s7, 0) == MHAR_ERR && has(mhar_error(), "twice"), "ptable_duplicate",
+    CHECK(ptable_add(&t, "a", 1, s7, 0, PARAM_MATRIX) == MHAR_ERR && has(mhar_error(), "twice"), "ptable_duplicate",
           "%s", mhar_error());
     int bad[2] = {3, 0};
-    CHECK(ptable_add(&t, "z", 2, bad, 0) == MHAR_ERR, "ptable_zero_dim", "accepted");
+    CHECK(ptable_add(&t, "z", 2, bad, 0, PARAM_MATRIX) == MHAR_ERR, "ptable_zero_dim", "accepted");
     int huge[4] = {1 << 20, 1 << 20, 1 << 20, 1 << 20};
-    CHECK(ptable_add(&t, "h", 4, huge, 0) == MHAR_ERR, "ptable_absurd_size", "accepted");
-    CHECK(ptable_add(&t, "q\"uote", 1, s7, 0) == MHAR_ERR, "ptable_quote_in_name", "accepted");
+    CHECK(ptable_add(&t, "h", 4, huge, 0, PARAM_MATRIX) == MHAR_ERR, "ptable_absurd_size", "accepted");
+    CHECK(ptable_add(&t, "q\"uote", 1, s7, 0, PARAM_MATRIX) == MHAR_ERR, "ptable_quote_in_name", "accepted");
     for (int i = 0; i < 300; i++) {
         char nm[32];
         snprintf(nm, sizeof nm, "t%d", i);
-        if (ptable_add(&t, nm, 1, s7, 0) < 0) break;
+        if (ptable_add(&t, nm, 1, s7, 0, PARAM_MATRIX) < 0) break;
     }
     CHECK(t.n == 303 && t.p[302].offset % 16 == 0, "ptable_grows", "n %d", t.n);
     ptable_free(&t);
@@ -282,10 +282,10 @@ static void test_params(void) {
 
 static void small_table(ParamTable *t) {
     int s35[2] = {3, 5}, s7[1] = {7}, s234[3] = {2, 3, 4};
-    ptable_add(t, "model.a", 2, s35, INIT_NORMAL);
-    ptable_add(t, "model.b", 1, s7, INIT_ONES);
-    ptable_add(t, "model.s", 0, NULL, INIT_ZEROS);
-    ptable_add(t, "model.c", 3, s234, INIT_NORMAL);
+    ptable_add(t, "model.a", 2, s35, INIT_NORMAL, PARAM_MATRIX);
+    ptable_add(t, "model.b", 1, s7, INIT_ONES, PARAM_MATRIX);
+    ptable_add(t, "model.s", 0, NULL, INIT_ZEROS, PARAM_MATRIX);
+    ptable_add(t, "model.c", 3, s234, INIT_NORMAL, PARAM_MATRIX);
 }
 
 static int tensors_equal(const ParamTable *t, const float *x, const float *y) {
@@ -372,17 +372,17 @@ static void test_st_mismatch(const ParamTable *t, const char *p) {
     ParamTable u = {0};
     small_table(&u);
     int s1[1] = {1};
-    ptable_add(&u, "model.missing", 1, s1, 0);
+    ptable_add(&u, "model.missing", 1, s1, 0, PARAM_MATRIX);
     int rc = st_load_err(p, &u, 0);
     CHECK(rc == MHAR_ERR && has(mhar_error(), "'model.missing'") && has(mhar_error(), "missing"),
           "st_missing_tensor", "%s", mhar_error());
     ptable_free(&u);
 
     int s53[2] = {5, 3}, s7[1] = {7}, s234[3] = {2, 3, 4};
-    ptable_add(&u, "model.a", 2, s53, 0);
-    ptable_add(&u, "model.b", 1, s7, 0);
-    ptable_add(&u, "model.s", 0, NULL, 0);
-    ptable_add(&u, "model.c", 3, s234, 0);
+    ptable_add(&u, "model.a", 2, s53, 0, PARAM_MATRIX);
+    ptable_add(&u, "model.b", 1, s7, 0, PARAM_MATRIX);
+    ptable_add(&u, "model.s", 0, NULL, 0, PARAM_MATRIX);
+    ptable_add(&u, "model.c", 3, s234, 0, PARAM_MATRIX);
     float *sentinel = malloc(u.total * sizeof(float));
     for (size_t i = 0; i < u.total; i++) sentinel[i] = 42.0f;
     rc = safetensors_load(p, &u, sentinel, 0);
@@ -395,8 +395,8 @@ static void test_st_mismatch(const ParamTable *t, const char *p) {
     free(sentinel);
     ptable_free(&u);
 
-    ptable_add(&u, "model.a", 2, (int[]){3, 5}, 0);
-    ptable_add(&u, "model.b", 1, s7, 0);
+    ptable_add(&u, "model.a", 2, (int[]){3, 5}, 0, PARAM_MATRIX);
+    ptable_add(&u, "model.b", 1, s7, 0, PARAM_MATRIX);
     rc = st_load_err(p, &u, 0);
     CHECK(rc == MHAR_ERR && (has(mhar_error(), "'model.s'") || has(mhar_error(), "'model.c'")) &&
               has(mhar_error(), "unexpected"),
@@ -412,7 +412,7 @@ static void test_st_mismatch(const ParamTable *t, const char *p) {
 // Hand-made headers: each must be refused with a message, never a crash.
 static void test_st_crafted(void) {
     ParamTable t = {0};
-    ptable_add(&t, "w", 1, (int[]){2}, 0);
+    ptable_add(&t, "w", 1, (int[]){2}, 0, PARAM_MATRIX);
     const char *q = tpath("crafted.safetensors");
     float data[4] = {1, 2, 3, 4};
     struct { const char *name, *header, *want; } cases[] = {

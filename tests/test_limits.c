@@ -50,7 +50,7 @@ static void write_st(const char *path, const char *header, size_t data_bytes) {
 static void test_safetensors(void) {
     ParamTable t = {0};
     int shape[2] = {2, 3};
-    ptable_add(&t, "w", 2, shape, INIT_ZEROS);
+    ptable_add(&t, "w", 2, shape, INIT_ZEROS, PARAM_MATRIX);
     float buf[6] = {0};
     const char *p = tpath("claims.safetensors");
     // A header length of 1 TiB in a 64-byte file.
@@ -87,7 +87,7 @@ static void test_safetensors(void) {
     }
     // The parameter table itself refuses a shape past 2^36 floats.
     int huge[2] = {1 << 20, 1 << 20};
-    CHECK(ptable_add(&t, "h", 2, huge, INIT_ZEROS) == MHAR_ERR && has(mhar_error(), "2^36"),
+    CHECK(ptable_add(&t, "h", 2, huge, INIT_ZEROS, PARAM_MATRIX) == MHAR_ERR && has(mhar_error(), "2^36"),
           "limits.ptable_shape_2^40", "%s", mhar_error());
     ptable_free(&t);
 }

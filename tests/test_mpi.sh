@@ -6,6 +6,8 @@
 #   - a repeated N-rank run is bit-identical;
 #   - a run checkpointed on 2 ranks resumes on 1 and one from 1 on 2, ending
 #     bit-identical to the uninterrupted run;
+#   - the same with the continued-training recipe (--wd-exclude, --z-loss,
+#     --ema: the EMA sharded like the optimizer state and gathered to save);
 #   - SIGTERM to mpirun: every rank stops after the same step, one
 #     checkpoint, exit 0, and --resume ends bit-identical;
 #   - one rank given a corrupt token file: a clear error naming the rank,
@@ -60,6 +62,22 @@ for s in baseline hc denseformer attnres mhar block delta_mh; do
             "same_run $W/$s.1x$n $W/$s.${n}r" "$(tail -n 3 "$W/$s.${n}r.log")"
     done
 done
+
+# The continued-training recipe (weight decay off every class but the
+# matrices, z-loss, an EMA held per shard like the moments and gathered into
+# DIR/ema): 2 and 3 ranks cut the tensors at other places, the same bits.
+same_ema() { same_run "$1" "$2" && cmp -s "$1/ema/model.safetensors" "$2/ema/model.safetensors"; }
+C="$D --init-from $W/delta --wd-exclude all --z-loss 1e-4 --ema 0.9"
+for n in 2 3; do
+    $M train --out "$W/recipe.1x$n" $C --accum $((2 * n)) 2>/dev/null
+    $MPI -np $n $M train --out "$W/recipe.${n}r" $C --accum 2 2>"$W/recipe.${n}r.log"
+    check "recipe (--wd-exclude --z-loss --ema): $n ranks x accum 2 = 1 process x accum $((2 * n)), EMA included" \
+        "same_ema $W/recipe.1x$n $W/recipe.${n}r" "$(tail -n 3 "$W/recipe.${n}r.log")"
+done
+$MPI -np 2 $M train --out "$W/recipe.r21" $C --accum 2 --stop-at 3 2>/dev/null
+$M train --out "$W/recipe.r21" --resume 2>"$W/recipe.r21.log"
+check "recipe: 2 ranks -> 1 process resume is bit-identical, EMA included" \
+    "same_ema $W/recipe.1x2 $W/recipe.r21" "$(tail -n 2 "$W/recipe.r21.log")"
 
 # Repeated runs at the same N.
 $MPI -np 2 $M train --out "$W/rep" $A --residual mhar --accum 2 2>/dev/null

@@ -55,6 +55,7 @@ typedef struct Op Op;
 #define WHY_PROBE "computed in double from the same fp32 inputs: only the order of sums and libm differ (~1e-15 of the logits); KL values near 0 against 1e-6 nats"
 #define WHY_ADAMW "a dozen fp32 operations per element (a sqrt, a division): ~1e-6; lr 0.05 makes the step a sizable part of p, so a wrong term is off by 1e-3 or more"
 #define WHY_HC "fp32 sums of 5 terms per element; parameter dots of d fp32 products per token, in double over tokens"
+#define WHY_EMA "two fp32 products and a sum per element: <= 1.5·2^-23 of the largest value; a wrong weight is off by 1e-2 or more"
 
 typedef struct {
     const Op *op;
@@ -169,10 +170,22 @@ static void swiglu_bwd(Backend *be, Case *c) {
 // xent's return value (the sum of the losses) is checked as output 1; its
 // backward takes one scale for every row: the gradient of scale · Σ losses.
 static void xent_fwd(Backend *be, Case *c) {
-    c->out[1][0] = (float)xent_forward(be->ctx, c->out[0], c->in[0], c->ids, c->p[0], c->p[1]);
+    c->out[1][0] = (float)xent_forward(be->ctx, c->out[0], NULL, c->in[0], c->ids, c->p[0], c->p[1]);
 }
 static void xent_bwd(Backend *be, Case *c) {
-    xent_backward(be->ctx, c->din[0], c->in[0], c->ids, c->p[0], c->p[1], c->dout[0][0]);
+    xent_backward(be->ctx, c->din[0], c->in[0], c->ids, c->p[0], c->p[1], c->dout[0][0], 0.0f);
+}
+// With z-loss: outputs losses, lse and XENT_Z·lse² (its own coefficient, so
+// a term weighted wrongly against the cross-entropy's shows); the backward
+// is the gradient of scale·Σ losses + z_scale·Σ lse², both scales the
+// harness's 1/n, the second times XENT_Z.
+#define XENT_Z 0.37f
+static void xent_z_fwd(Backend *be, Case *c) {
+    xent_forward(be->ctx, c->out[0], c->out[1], c->in[0], c->ids, c->p[0], c->p[1]);
+    for (int i = 0; i < c->p[0]; i++) c->out[2][i] = XENT_Z * c->out[1][i] * c->out[1][i];
+}
+static void xent_z_bwd(Backend *be, Case *c) {
+    xent_backward(be->ctx, c->din[0], c->in[0], c->ids, c->p[0], c->p[1], c->dout[0][0], c->dout[2][0] * XENT_Z);
 }
 
 static void token_logprobs_fwd(Backend *be, Case *c) {
@@ -221,9 +234,25 @@ static void sum_squares_fwd(Backend *be, Case *c) {
 static const AdamWStep ADAMW_STEP = {.lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                      .weight_decay = 0.1f, .bc1 = 0.271f, .bc2_sqrt = 0.3777f,
                                      .grad_scale = 0.5f};
+// Kind "mask": weight decay left off every third element (decay[i] = 0).
+enum { ADAMW_ALL, ADAMW_MASK };
+static int adamw_decayed(const Case *c, size_t i) { return c->kind != ADAMW_MASK || i % 3 != 0; }
 static void adamw_fwd(Backend *be, Case *c) {
     for (int j = 0; j < 3; j++) memcpy(c->out[j], c->in[j], c->n_out[j] * sizeof(float));
-    adamw_update(be->ctx, c->out[0], c->out[1], c->out[2], c->in[3], c->n_out[0], ADAMW_STEP);
+    unsigned char *decay = NULL;
+    if (c->kind == ADAMW_MASK) {
+        decay = malloc(c->n_out[0]);
+        for (size_t i = 0; i < c->n_out[0]; i++) decay[i] = (unsigned char)adamw_decayed(c, i);
+    }
+    adamw_update(be->ctx, c->out[0], c->out[1], c->out[2], c->in[3], decay, c->n_out[0], ADAMW_STEP);
+    free(decay);
+}
+
+// ema (input 0) <- EMA_D·ema + (1 − EMA_D)·p (input 1)
+#define EMA_D 0.9f
+static void ema_fwd(Backend *be, Case *c) {
+    memcpy(c->out[0], c->in[0], c->n_out[0] * sizeof(float));
+    ema_update(be->ctx, c->out[0], c->in[1], EMA_D, c->n_out[0]);
 }
 
 static void attention_decode_fwd(Backend *be, Case *c) {
@@ -579,6 +608,20 @@ static void ref_token_logprobs(const Case *c, double *const *in, double *const *
     for (int i = 0; i < c->p[0]; i++) out[0][i] = -out[0][i];
 }
 
+// The same with lse [n] and XENT_Z·lse² [n]
+static void ref_xent_z(const Case *c, double *const *in, double *const *out) {
+    int n = c->p[0], V = c->p[1];
+    for (int i = 0; i < n; i++) {
+        const double *r = in[0] + (size_t)i * V;
+        double m = -INFINITY, z = 0;
+        for (int j = 0; j < V; j++) m = fmax(m, r[j]);
+        for (int j = 0; j < V; j++) z += exp(r[j] - m);
+        out[1][i] = log(z) + m;
+        out[0][i] = out[1][i] - r[c->ids[i]];
+        out[2][i] = (double)XENT_Z * out[1][i] * out[1][i];
+    }
+}
+
 static void ref_vec_add(const Case *c, double *const *in, double *const *out) {
     for (size_t i = 0; i < c->n_out[0]; i++) out[0][i] = in[0][i] + in[1][i];
 }
@@ -681,9 +724,15 @@ static void ref_adamw(const Case *c, double *const *in, double *const *out) {
     for (size_t i = 0; i < c->n_in[0]; i++) {
         double g = in[3][i] * (double)s.grad_scale;
         double m = b1 * in[1][i] + (1 - b1) * g, v = b2 * in[2][i] + (1 - b2) * g * g;
-        out[0][i] = in[0][i] * (1 - lr * s.weight_decay) - lr / s.bc1 * m / (sqrt(v) / s.bc2_sqrt + s.eps);
+        const double wd = adamw_decayed(c, i) ? s.weight_decay : 0;
+        out[0][i] = in[0][i] * (1 - lr * wd) - lr / s.bc1 * m / (sqrt(v) / s.bc2_sqrt + s.eps);
         out[1][i] = m, out[2][i] = v;
     }
+}
+
+static void ref_ema(const Case *c, double *const *in, double *const *out) {
+    const double d = EMA_D;
+    for (size_t i = 0; i < c->n_out[0]; i++) out[0][i] = d * in[0][i] + (1 - d) * in[1][i];
 }
 
 // One query row q [nh, hd] against positions 0..n_pos-1 of k, v [n_pos, nkv,
@@ -973,6 +1022,12 @@ static void shape_token_logprobs(Case *c) {
     c->n_in[0] = n * V, c->n_out[0] = n, c->f64[0] = 1, c->n_ids = n;
 }
 
+// n, V: logits [n, V], targets [n] -> losses, lse, XENT_Z·lse² [n]
+static void shape_xent_z(Case *c) {
+    shape_xent(c);
+    c->n_out[1] = c->n_out[2] = (size_t)c->p[0];
+}
+
 // n: a, b [n] -> out [n]
 static void shape_vec(Case *c) { c->n_in[0] = c->n_in[1] = c->n_out[0] = (size_t)c->p[0]; }
 
@@ -1191,6 +1246,8 @@ static const Op XENT = {"xent", "n V", {0, "large_logits"}, shape_xent, init_xen
                         ref_xent, {GRAD_SET}, {DOUT_SCALE, DOUT_NONE}, NULL};
 static const Op TOKEN_LOGPROBS = {"token_logprobs", "n V", {0, "large_logits"}, shape_token_logprobs, init_xent,
                                   token_logprobs_fwd, NULL, ref_token_logprobs, {0}, {0}, NULL};
+static const Op XENT_ZLOSS = {"xent_z_loss", "n V", {0, "large_logits"}, shape_xent_z, init_xent, xent_z_fwd,
+                              xent_z_bwd, ref_xent_z, {GRAD_SET}, {DOUT_SCALE, DOUT_NONE, DOUT_SCALE}, NULL};
 static const Op VEC_ADD = {"vec_add", "n", {0}, shape_vec, init_normal, vec_add_fwd, NULL, ref_vec_add,
                            {0}, {0}, NULL};
 static const Op VEC_ACC = {"vec_acc", "n", {0}, shape_vec, init_normal, vec_acc_fwd, NULL, ref_vec_add,
@@ -1225,8 +1282,9 @@ static const Op ROWS_SUM = {"rows_sum", "rows d", {0}, shape_rows_sum, init_norm
                             {0}, {0}, NULL};
 static const Op SUM_SQUARES = {"sum_squares", "n block", {0}, shape_sum_squares, init_normal, sum_squares_fwd, NULL,
                                ref_sum_squares, {0}, {0}, NULL};
-static const Op ADAMW = {"adamw_update", "n", {0}, shape_adamw, init_adamw, adamw_fwd, NULL, ref_adamw, {0}, {0},
-                         NULL};
+static const Op ADAMW = {"adamw_update", "n", {0, "mask"}, shape_adamw, init_adamw, adamw_fwd, NULL, ref_adamw, {0},
+                         {0}, NULL};
+static const Op EMA = {"ema_update", "n", {0}, shape_vec, init_normal, ema_fwd, NULL, ref_ema, {0}, {0}, NULL};
 static const Op ATTENTION_DECODE = {"attention_decode", "n_pos nh nkv hd", {0}, shape_attention_decode,
                                     init_attention, attention_decode_fwd, NULL, ref_attention_decode, {0}, {0},
                                     NULL};
@@ -1280,6 +1338,7 @@ static const Op GATED_READ = {"gated_read", "n_tok d", {0}, shape_gated_read, in
 #define WHY_ADAMW "a dozen fp32 operations per element (a sqrt, a division): ~1e-6; lr 0.05 makes the step a sizable part of p, so a wrong term is off by 1e-3 or more"
 #define WHY_LOGPROBS "fp32 exponentials (~1e-7 relative each) summed in double: the log-sum-exp within ~1e-7 of the largest |log p|"
 #define WHY_HC "fp32 sums of 5 terms per element; parameter dots of d fp32 products per token, in double over tokens"
+#define WHY_EMA "two fp32 products and a sum per element: <= 1.5·2^-23 of the largest value; a wrong weight is off by 1e-2 or more"
 
 typedef struct {
     const Op *op;
@@ -1326,6 +1385,9 @@ static const TestCase CASES[] = {
     {&TOKEN_LOGPROBS, {37, 1001}, XENT_NORMAL, 1e-6, WHY_LOGPROBS},
     {&TOKEN_LOGPROBS, {13, 1001}, XENT_LARGE, 1e-6, WHY_LOGPROBS},
     {&TOKEN_LOGPROBS, {3, 7}, XENT_NORMAL, 1e-6, WHY_LOGPROBS},
+    {&XENT_ZLOSS, {37, 1001}, XENT_NORMAL, 1e-5, WHY_SUMS},
+    {&XENT_ZLOSS, {13, 1001}, XENT_LARGE, 1e-5, WHY_SUMS},
+    {&XENT_ZLOSS, {3, 7}, XENT_NORMAL, 1e-5, WHY_SUMS},
     {&VEC_ADD, {100003}, 0, 1e-7, WHY_ROUND},
     {&VEC_ADD, {5}, 0, 1e-7, WHY_ROUND},
     {&VEC_ACC, {100003}, 0, 1e-7, WHY_ROUND},
@@ -1419,6 +1481,10 @@ static const TestCase CASES[] = {
     {&SUM_SQUARES, {1, 1}, 0, 1e-15, WHY_F64},
     {&ADAMW, {100003}, 0, 1e-6, WHY_ADAMW},
     {&ADAMW, {7}, 0, 1e-6, WHY_ADAMW},
+    {&ADAMW, {100003}, ADAMW_MASK, 1e-6, WHY_ADAMW},
+    {&ADAMW, {7}, ADAMW_MASK, 1e-6, WHY_ADAMW},
+    {&EMA, {100003}, 0, 2e-7, WHY_EMA},
+    {&EMA, {5}, 0, 2e-7, WHY_EMA},
     // decoding: one position, GQA nh = 2·nkv, 4·nkv, nh == nkv, a long cache
     {&ATTENTION_DECODE, {1, 4, 2, 32}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION_DECODE, {37, 4, 2, 32}, 0, 1e-5, WHY_SUMS},

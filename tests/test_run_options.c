@@ -39,7 +39,8 @@ static void test_defaults(void) {
     run_options_default(&o);
     CHECK(!strcmp(o.preset, "nano") && o.steps == 1000 && o.batch == 8 && o.seq == 256 && o.accum == 1 &&
           o.lr == 5e-4 && o.seed == 1 && o.eval_every == 100 && o.eval_batches == 20 && o.warmup == -1 &&
-          o.save_every == -1 && o.max_bad_steps == TRAIN_MAX_BAD_STEPS && !o.residual[0] && !o.heads,
+          o.save_every == -1 && o.max_bad_steps == TRAIN_MAX_BAD_STEPS && !o.residual[0] && !o.heads &&
+          !o.wd_exclude[0] && o.z_loss == 0 && o.ema == 0,
           "defaults_are_mhar_trains", "steps %ld batch %d lr %g", o.steps, o.batch, o.lr);
     run_options_finish(&o);
     CHECK(o.warmup == 50 && o.save_every == 100, "finish_derives_warmup_and_save_every", "warmup %ld save %d",
@@ -72,6 +73,7 @@ static void test_old_state(void) {
     int rc = checkpoint_load_state(run, &st);
     CHECK(rc == MHAR_OK && st.step == 4 && st.opt.steps == 8 && st.opt.batch == 4 && st.opt.seq == 32 &&
           (float)st.opt.lr == 5e-4f && st.opt.seed == UINT64_MAX && st.opt.max_bad_steps == TRAIN_MAX_BAD_STEPS &&
+          !st.opt.wd_exclude[0] && st.opt.z_loss == 0 && st.opt.ema == 0 &&
           !strcmp(st.opt.train, "/x/train.bin") && st.data_pos == 16 && st.opt_step == 4 && st.tokens_seen == 512,
           "old_state_json_loads", "rc %d: %s", rc, mhar_error());
     // out of its option's range: the error names the file, the field and the range
@@ -92,6 +94,9 @@ static void test_state_roundtrip(void) {
     o.lr = 3e-4;
     o.seed = 123456789012345ULL;
     o.max_bad_steps = 100;
+    snprintf(o.wd_exclude, sizeof o.wd_exclude, "embed,norm");
+    o.z_loss = 1e-4;
+    o.ema = 0.999;
     snprintf(o.train, sizeof o.train, "/a \"quoted\" path/train.bin");
     run_options_finish(&o);
     cJSON *j = cJSON_CreateObject();
@@ -103,7 +108,8 @@ static void test_state_roundtrip(void) {
     int same = rc == MHAR_OK;
     for (int i = 0; same && i < run_option_count(); i++)
         if (run_option_at(i)->use & RUN_STATE) same = run_option_equal(run_option_at(i), &o, &back);
-    CHECK(same && back.lr == 3e-4 && strstr(text, "\"lr\":\t0.0003,") && !cJSON_HasObjectItem(k, "preset"),
+    CHECK(same && back.lr == 3e-4 && strstr(text, "\"lr\":\t0.0003,") && !cJSON_HasObjectItem(k, "preset") &&
+          !strcmp(back.wd_exclude, "embed,norm") && back.z_loss == 1e-4 && back.ema == 0.999,
           "state_options_roundtrip", "rc %d: %s\n%s", rc, mhar_error(), text);
     free(text);
     cJSON_Delete(j);
@@ -132,6 +138,22 @@ static void test_resume_rules(void) {
     rc = run_options_resume(&saved, &given, flags);
     CHECK(rc == MHAR_OK && saved.max_bad_steps == 99, "resume_may_change_max_bad_steps", "rc %d: %s max_bad %ld",
           rc, mhar_error(), saved.max_bad_steps);
+    // the recipe is kept: an EMA or a weight-decay exclusion given again must agree
+    int i_ema = (int)(run_option_find("ema") - run_option_at(0));
+    int i_wd = (int)(run_option_find("wd-exclude") - run_option_at(0));
+    memset(flags, 0, sizeof flags);
+    saved.ema = 0.999;
+    given.ema = 0.99;
+    flags[i_ema] = 1;
+    rc = run_options_resume(&saved, &given, flags);
+    CHECK(rc == MHAR_ERR && has(mhar_error(), "--ema 0.99 differs from the run's saved value 0.999"),
+          "resume_keeps_ema", "%s", mhar_error());
+    memset(flags, 0, sizeof flags);
+    snprintf(given.wd_exclude, sizeof given.wd_exclude, "all");
+    flags[i_wd] = 1;
+    rc = run_options_resume(&saved, &given, flags);
+    CHECK(rc == MHAR_ERR && has(mhar_error(), "--wd-exclude all differs from the run's saved value"),
+          "resume_keeps_wd_exclude", "%s", mhar_error());
 }
 
 static void test_sweep_argv(void) {

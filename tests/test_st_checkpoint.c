@@ -23,9 +23,9 @@ static void write_text(const char *path, const char *s) { write_bytes(path, s, s
 
 // The model: a matrix, a vector, a scalar.
 static void small_table(ParamTable *t) {
-    ptable_add(t, "model.a", 2, (int[]){3, 5}, INIT_NORMAL);
-    ptable_add(t, "model.b", 1, (int[]){7}, INIT_ONES);
-    ptable_add(t, "model.s", 0, NULL, INIT_ZEROS);
+    ptable_add(t, "model.a", 2, (int[]){3, 5}, INIT_NORMAL, PARAM_MATRIX);
+    ptable_add(t, "model.b", 1, (int[]){7}, INIT_ONES, PARAM_MATRIX);
+    ptable_add(t, "model.s", 0, NULL, INIT_ZEROS, PARAM_MATRIX);
 }
 
 static void fill(const ParamTable *t, float *x) {
@@ -88,7 +88,7 @@ static void write_st(const char *path, const char *header, size_t data_bytes) {
 
 static void test_unreadable_dtype(float *y) {
     ParamTable t = {0};
-    ptable_add(&t, "w", 1, (int[]){2}, INIT_ZEROS);
+    ptable_add(&t, "w", 1, (int[]){2}, INIT_ZEROS, PARAM_MATRIX);
     const char *cases[][2] = {{"I64", "16"}, {"F64", "16"}, {"F8_E4M3", "2"}};
     for (int i = 0; i < 3; i++) {
         char h[160], name[64];

@@ -1,8 +1,11 @@
 // Test tool: run mhar's model on a fixed batch and dump what the PyTorch
 // reference compares (logits, loss, every gradient; or an AdamW trajectory).
 //   tool_dump --run DIR --tokens FILE --batch B --seq T --out OUT.safetensors
-//             [--steps N --lr X --warmup W]
+//             [--steps N --lr X --warmup W] [--wd-exclude LIST --z-loss C --ema D]
 // Row b of the batch is tokens[b·(T+1) .. b·(T+1)+T]; targets are shifted by one.
+// The recipe flags act as `mhar train`'s (through the same optimizer and
+// model calls); a trajectory then also dumps each step's z-loss term
+// ("z_terms") and, with --ema, the EMA weights ("ema." + name).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,7 @@ static int prefixed(const ParamTable *src, const char *prefix, ParamTable *out) 
     for (int i = 0; i < src->n; i++) {
         char name[96];
         snprintf(name, sizeof name, "%s%.80s", prefix, src->p[i].name);
-        if (ptable_add(out, name, src->p[i].ndim, src->p[i].shape, INIT_ZEROS) < 0) return MHAR_ERR;
+        if (ptable_add(out, name, src->p[i].ndim, src->p[i].shape, INIT_ZEROS, PARAM_MATRIX) < 0) return MHAR_ERR;
     }
     return MHAR_OK;
 }
@@ -36,7 +39,8 @@ static float *relayout(const ParamTable *from, const float *buf, const ParamTabl
 int main(int argc, char **argv) {
     const char *run = NULL, *tok_path = NULL, *out = NULL;
     int B = 0, T = 0, steps = 0, warmup = 0;
-    float lr = 1e-3f;
+    float lr = 1e-3f, z_loss = 0, ema = 0;
+    const char *wd_exclude = "";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--run")) run = argv[i + 1];
         else if (!strcmp(argv[i], "--tokens")) tok_path = argv[i + 1];
@@ -46,12 +50,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--lr")) lr = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--wd-exclude")) wd_exclude = argv[i + 1];
+        else if (!strcmp(argv[i], "--z-loss")) z_loss = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ema")) ema = (float)atof(argv[i + 1]);
         else { fprintf(stderr, "tool_dump: unknown flag %s\n", argv[i]); return 2; }
     }
     if (!run || !tok_path || !out || B < 1 || T < 1) { fprintf(stderr, "tool_dump: missing flags\n"); return 2; }
     Model m;
     TokenFile tf;
     if (model_load(&m, run) || tokens_load(tok_path, &tf) || model_alloc_acts(&m, B, T)) return fail();
+    m.z_loss = z_loss;
     if (tf.count < (size_t)B * (T + 1)) { fprintf(stderr, "tool_dump: too few tokens\n"); return 1; }
     int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
     for (int b = 0; b < B; b++)
@@ -69,11 +77,12 @@ int main(int argc, char **argv) {
         if (prefixed(&m.table, "grad.", &grads)) return fail();
         // logits, loss, grads in one table; the logits are copied before the
         // backward pass reuses their buffer.
-        ptable_add(&tab, "logits", 3, shape, INIT_ZEROS);
+        ptable_add(&tab, "logits", 3, shape, INIT_ZEROS, PARAM_MATRIX);
         int one = 1;
-        ptable_add(&tab, "loss", 1, &one, INIT_ZEROS);
+        ptable_add(&tab, "loss", 1, &one, INIT_ZEROS, PARAM_MATRIX);
         size_t base = tab.total;
-        for (int i = 0; i < grads.n; i++) ptable_add(&tab, grads.p[i].name, grads.p[i].ndim, grads.p[i].shape, INIT_ZEROS);
+        for (int i = 0; i < grads.n; i++)
+            ptable_add(&tab, grads.p[i].name, grads.p[i].ndim, grads.p[i].shape, INIT_ZEROS, PARAM_MATRIX);
         buf = mhar_alloc(sizeof(float) * tab.total);
         memcpy(buf + tab.p[0].offset, m.logits, sizeof(float) * B * T * m.cfg.vocab_size);
         buf[tab.p[1].offset] = loss;
@@ -84,16 +93,24 @@ int main(int argc, char **argv) {
         ptable_free(&grads);
     } else {
         AdamW opt;
-        if (adamw_init(&opt, m.ctx, m.table.total)) return fail();
-        ptable_add(&tab, "losses", 1, &steps, INIT_ZEROS);
-        ptable_add(&tab, "grad_norm", 1, &steps, INIT_ZEROS);
-        ParamTable params;
-        if (prefixed(&m.table, "param.", &params)) return fail();
-        for (int i = 0; i < params.n; i++) ptable_add(&tab, params.p[i].name, params.p[i].ndim, params.p[i].shape, INIT_ZEROS);
+        unsigned classes;
+        if (adamw_init(&opt, m.ctx, m.table.total) || param_classes_parse(wd_exclude, "--wd-exclude", &classes) ||
+            adamw_exclude_decay(&opt, &m.table, 0, classes) || (ema > 0 && adamw_add_ema(&opt, ema, m.params)))
+            return fail();
+        ptable_add(&tab, "losses", 1, &steps, INIT_ZEROS, PARAM_MATRIX);
+        ptable_add(&tab, "grad_norm", 1, &steps, INIT_ZEROS, PARAM_MATRIX);
+        ptable_add(&tab, "z_terms", 1, &steps, INIT_ZEROS, PARAM_MATRIX);
+        ParamTable params, emas;
+        if (prefixed(&m.table, "param.", &params) || prefixed(&m.table, "ema.", &emas)) return fail();
+        for (int i = 0; i < params.n; i++)
+            ptable_add(&tab, params.p[i].name, params.p[i].ndim, params.p[i].shape, INIT_ZEROS, PARAM_MATRIX);
+        for (int i = 0; ema > 0 && i < emas.n; i++)
+            ptable_add(&tab, emas.p[i].name, emas.p[i].ndim, emas.p[i].shape, INIT_ZEROS, PARAM_MATRIX);
         buf = mhar_alloc(sizeof(float) * tab.total);
         for (int s = 0; s < steps; s++) {
             model_zero_grad(&m);
             buf[tab.p[0].offset + s] = model_forward(&m, in, tg);
+            buf[tab.p[2].offset + s] = (float)m.z_term;
             model_backward(&m, 1.0f);
             double norm = grad_global_norm(m.ctx, m.grads, m.table.total);
             buf[tab.p[1].offset + s] = (float)norm;
@@ -101,9 +118,16 @@ int main(int argc, char **argv) {
         }
         float *p = relayout(&m.table, m.params, &params);
         for (int i = 0; i < params.n; i++)
-            memcpy(buf + tab.p[2 + i].offset, p + params.p[i].offset, sizeof(float) * params.p[i].numel);
+            memcpy(buf + tab.p[3 + i].offset, p + params.p[i].offset, sizeof(float) * params.p[i].numel);
         mhar_free(p);
+        if (ema > 0) {
+            float *e = relayout(&m.table, opt.ema, &emas);
+            for (int i = 0; i < emas.n; i++)
+                memcpy(buf + tab.p[3 + params.n + i].offset, e + emas.p[i].offset, sizeof(float) * emas.p[i].numel);
+            mhar_free(e);
+        }
         ptable_free(&params);
+        ptable_free(&emas);
         adamw_free(&opt);
     }
     if (safetensors_save(out, &tab, buf)) return fail();

@@ -13,9 +13,9 @@
 
 static int build(ParamTable *t) {
     int s35[2] = {3, 5}, s7[1] = {7};
-    if (ptable_add(t, "model.embed_tokens.weight", 2, s35, INIT_NORMAL) < 0 ||
-        ptable_add(t, "model.norm.weight", 1, s7, INIT_ONES) < 0 ||
-        ptable_add(t, "model.layers.0.attn_res_alpha", 0, NULL, INIT_ZEROS) < 0)
+    if (ptable_add(t, "model.embed_tokens.weight", 2, s35, INIT_NORMAL, PARAM_MATRIX) < 0 ||
+        ptable_add(t, "model.norm.weight", 1, s7, INIT_ONES, PARAM_MATRIX) < 0 ||
+        ptable_add(t, "model.layers.0.attn_res_alpha", 0, NULL, INIT_ZEROS, PARAM_MATRIX) < 0)
         return MHAR_ERR;
     return MHAR_OK;
 }

@@ -103,12 +103,16 @@ void swiglu_forward(OpsContext *ctx, float *h, const float *gate, const float *u
 void swiglu_backward(OpsContext *ctx, float *dgate, float *dup, const float *dh, const float *gate,
                      const float *up, size_t n);
 
-// ---- softmax cross-entropy ---------------------------------------------------
-// logits [n, V], targets [n] -> losses [n] (natural log). Returns the sum.
-double xent_forward(OpsContext *ctx, float *losses, const float *logits, const int *targets, int n, int V);
-// dlogits = (softmax(logits) - onehot(target)) · scale; may alias logits.
+// ---- softmax cross-entropy (and PaLM's z-loss) ----------------------------------
+// logits [n, V], targets [n] -> losses [n] (natural log), and lse [n] the
+// log-sum-exp of each row (skipped if NULL). Returns the sum of the losses.
+double xent_forward(OpsContext *ctx, float *losses, float *lse, const float *logits, const int *targets, int n,
+                    int V);
+// The gradient of scale · Σ_i losses_i + z_scale · Σ_i lse_i²:
+// dlogits = softmax(logits) · (scale + 2·z_scale·lse) − scale · onehot(target);
+// may alias logits.
 void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n,
-                   int V, float scale);
+                   int V, float scale, float z_scale);
 
 // ---- log-probabilities of given tokens (scoring) -------------------------------
 // logits [n, V], targets [n] -> logp [n] = log softmax(logits row)[target]
@@ -134,9 +138,13 @@ void sum_squares(OpsContext *ctx, double *out, const float *a, size_t n, size_t 
 // ---- AdamW (decoupled weight decay, torch.optim.AdamW) ---------------------------
 // One update of p, m, v [n] from g [n] (scaled by grad_scale, the clipping
 // factor): p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + eps), with
-// m, v the updated moments.
+// m, v the updated moments. decay [n]: element i is decayed where
+// decay[i] != 0 and not at all (wd = 0) where it is 0; NULL: every element.
 typedef struct { float lr, beta1, beta2, eps, weight_decay, bc1, bc2_sqrt, grad_scale; } AdamWStep;
-void adamw_update(OpsContext *ctx, float *p, float *m, float *v, const float *g, size_t n, AdamWStep s);
+void adamw_update(OpsContext *ctx, float *p, float *m, float *v, const float *g, const unsigned char *decay,
+                  size_t n, AdamWStep s);
+// Exponential moving average of weights: ema ← decay·ema + (1 − decay)·p, [n].
+void ema_update(OpsContext *ctx, float *ema, const float *p, float decay, size_t n);
 
 // ---- depth routing (SPEC §2.2 and §5) -----------------------------------------
 // The sources of one read: n rows of [n_tok, d] in one buffer, row i at

@@ -20,11 +20,12 @@
 // ---------------------------------------------------------------------------
 // Parameter table (SPEC §3 names, HF Qwen3/Llama layout: matrices are [out, in])
 
-static int add(ParamTable *t, size_t *off, int init, int ndim, int a, int b, const char *fmt, int layer) {
+static int add(ParamTable *t, size_t *off, int init, ParamClass cls, int ndim, int a, int b, const char *fmt,
+               int layer) {
     char name[96];
     snprintf(name, sizeof name, fmt, layer);
     int shape[2] = {a, b};
-    int i = ptable_add(t, name, ndim, shape, init);
+    int i = ptable_add(t, name, ndim, shape, init, cls);
     if (i < 0) return MHAR_ERR;
     if (off) *off = t->p[i].offset;
     return MHAR_OK;
@@ -35,34 +36,35 @@ static int build_table(Model *m) {
     ParamTable *t = &m->table;
     int d = c->hidden_size, hd = c->head_dim, qd = c->num_attention_heads * hd;
     int kvd = c->num_key_value_heads * hd, f = c->intermediate_size;
-    if (add(t, &m->off_embed, INIT_NORMAL, 2, c->vocab_size, d, "model.embed_tokens.weight", 0)) return MHAR_ERR;
+    if (add(t, &m->off_embed, INIT_NORMAL, PARAM_EMBED, 2, c->vocab_size, d, "model.embed_tokens.weight", 0))
+        return MHAR_ERR;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerOffsets *o = &m->layers[l];
         const char *pre = "model.layers.%d.";
         char fmt[96];
-#define ADD(field, init, nd, a, b, suffix)                                   \
+#define ADD(field, init, cls, nd, a, b, suffix)                              \
         snprintf(fmt, sizeof fmt, "%s%s", pre, suffix);                     \
-        if (add(t, &o->field, init, nd, a, b, fmt, l)) return MHAR_ERR;
-        ADD(in_norm, INIT_ONES, 1, d, 0, "input_layernorm.weight");
-        ADD(wq, INIT_NORMAL, 2, qd, d, "self_attn.q_proj.weight");
-        ADD(wk, INIT_NORMAL, 2, kvd, d, "self_attn.k_proj.weight");
-        ADD(wv, INIT_NORMAL, 2, kvd, d, "self_attn.v_proj.weight");
-        ADD(wo, INIT_NORMAL, 2, d, qd, "self_attn.o_proj.weight");
+        if (add(t, &o->field, init, cls, nd, a, b, fmt, l)) return MHAR_ERR;
+        ADD(in_norm, INIT_ONES, PARAM_NORM, 1, d, 0, "input_layernorm.weight");
+        ADD(wq, INIT_NORMAL, PARAM_MATRIX, 2, qd, d, "self_attn.q_proj.weight");
+        ADD(wk, INIT_NORMAL, PARAM_MATRIX, 2, kvd, d, "self_attn.k_proj.weight");
+        ADD(wv, INIT_NORMAL, PARAM_MATRIX, 2, kvd, d, "self_attn.v_proj.weight");
+        ADD(wo, INIT_NORMAL, PARAM_MATRIX, 2, d, qd, "self_attn.o_proj.weight");
         if (config_qk_norm(c)) {   // qwen3; llama has no per-head q/k norm
-            ADD(q_norm, INIT_ONES, 1, hd, 0, "self_attn.q_norm.weight");
-            ADD(k_norm, INIT_ONES, 1, hd, 0, "self_attn.k_norm.weight");
+            ADD(q_norm, INIT_ONES, PARAM_NORM, 1, hd, 0, "self_attn.q_norm.weight");
+            ADD(k_norm, INIT_ONES, PARAM_NORM, 1, hd, 0, "self_attn.k_norm.weight");
         }
-        ADD(post_norm, INIT_ONES, 1, d, 0, "post_attention_layernorm.weight");
-        ADD(w_gate, INIT_NORMAL, 2, f, d, "mlp.gate_proj.weight");
-        ADD(w_up, INIT_NORMAL, 2, f, d, "mlp.up_proj.weight");
-        ADD(w_down, INIT_NORMAL, 2, d, f, "mlp.down_proj.weight");
+        ADD(post_norm, INIT_ONES, PARAM_NORM, 1, d, 0, "post_attention_layernorm.weight");
+        ADD(w_gate, INIT_NORMAL, PARAM_MATRIX, 2, f, d, "mlp.gate_proj.weight");
+        ADD(w_up, INIT_NORMAL, PARAM_MATRIX, 2, f, d, "mlp.up_proj.weight");
+        ADD(w_down, INIT_NORMAL, PARAM_MATRIX, 2, d, f, "mlp.down_proj.weight");
 #undef ADD
     }
     if (m->scheme->add_params(t, c)) return MHAR_ERR;
-    if (add(t, &m->off_norm, INIT_ONES, 1, d, 0, "model.norm.weight", 0)) return MHAR_ERR;
+    if (add(t, &m->off_norm, INIT_ONES, PARAM_NORM, 1, d, 0, "model.norm.weight", 0)) return MHAR_ERR;
     m->off_head = m->off_embed;
     if (!c->tie_word_embeddings &&
-        add(t, &m->off_head, INIT_NORMAL, 2, c->vocab_size, d, "lm_head.weight", 0)) return MHAR_ERR;
+        add(t, &m->off_head, INIT_NORMAL, PARAM_MATRIX, 2, c->vocab_size, d, "lm_head.weight", 0)) return MHAR_ERR;
     return MHAR_OK;
 }
 
@@ -145,7 +147,7 @@ static void carve_all(Model *m, Carver *cv) {
         p->gate = carve(cv, n * f); p->up = carve(cv, n * f); p->hid = carve(cv, n * f);
     }
     m->final_xn = carve(cv, n * d); m->final_rstd = carve(cv, n);
-    m->logits = carve(cv, n * c->vocab_size); m->losses = carve(cv, n);
+    m->logits = carve(cv, n * c->vocab_size); m->losses = carve(cv, n); m->lse = carve(cv, n);
     m->d_x = carve(cv, n * d); m->d_xn = carve(cv, n * d); m->d_tmp = carve(cv, n * d);
     m->d_qraw = carve(cv, qk * n * nh * hd); m->d_kraw = carve(cv, qk * n * nkv * hd);
     m->d_q = carve(cv, n * nh * hd); m->d_k = carve(cv, n * nkv * hd); m->d_v = carve(cv, n * nkv * hd);
@@ -308,9 +310,16 @@ float model_forward(Model *m, const int *tokens, const int *targets) {
     m->scheme->read(r, 2 * L);
     rmsnorm_forward(m->ctx, m->final_xn, m->final_rstd, INPUT(m, 2 * L), P(m, m->off_norm), n, d, c->rms_norm_eps);
     matmul_forward(m->ctx, m->logits, m->final_xn, P(m, m->off_head), n, d, V);
+    m->z_term = 0;
     if (!targets) return 0.0f;
     if (targets != m->targets) memcpy(m->targets, targets, sizeof(int) * n);
-    return (float)(xent_forward(m->ctx, m->losses, m->logits, targets, n, V) / n);
+    double ce = xent_forward(m->ctx, m->losses, m->z_loss > 0 ? m->lse : NULL, m->logits, targets, n, V);
+    if (m->z_loss > 0) {
+        double squares;
+        sum_squares(m->ctx, &squares, m->lse, n, n);
+        m->z_term = m->z_loss * squares / n;
+    }
+    return (float)(ce / n);
 }
 
 // The end of layer l's tensors in the table (the scheme's follow the last layer's).
@@ -330,7 +339,7 @@ void model_backward(Model *m, float loss_scale) {
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     if (!m->scheme->sets_source_grads) vec_zero(m->ctx, m->dsources, (size_t)(2 * L + 1) * m->row_floats);
     float *dlogits = m->logits;  // in place: the logits are not needed again
-    xent_backward(m->ctx, dlogits, m->logits, m->targets, n, V, loss_scale / n);
+    xent_backward(m->ctx, dlogits, m->logits, m->targets, n, V, loss_scale / n, loss_scale * m->z_loss / n);
     matmul_backward(m->ctx, m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
     rmsnorm_backward(m->ctx, m->d_x, G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);

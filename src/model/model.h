@@ -51,6 +51,12 @@ typedef struct {
     AttnActs *attn;           // [L]
     MlpActs *mlp;             // [L]
     float *final_xn, *final_rstd, *logits, *losses;  // [n,d], [n], [n,V], [n]
+    float *lse;               // [n] the log-sum-exp of each row of logits (with z-loss)
+    // PaLM's z-loss: with z_loss = C > 0, model_backward differentiates
+    // CE + C·mean(lse²), which keeps the softmax normaliser near 1; the
+    // forward still returns the CE alone and sets z_term = C·mean(lse²).
+    float z_loss;
+    double z_term;
     // backward scratch, shared by all layers
     float *d_x, *d_xn, *d_tmp, *d_qraw, *d_kraw, *d_q, *d_k, *d_v, *d_y;
     float *d_gate, *d_up, *d_hid, *att_scratch;
@@ -81,10 +87,11 @@ int model_alloc_acts(Model *m, int B, int T);
 #define MODEL_MAX_TOKENS (1 << 24)
 int model_check_batch(const Config *c, int B, int T);
 // tokens, targets [B·T] (targets may be NULL: logits only). Returns the mean
-// cross-entropy (0 without targets). Logits stay in m->logits.
+// cross-entropy (0 without targets); m->z_term gets the z-loss term (0
+// without z-loss). Logits stay in m->logits.
 float model_forward(Model *m, const int *tokens, const int *targets);
 // Accumulate into m->grads the gradient of loss_scale · (mean loss of the
-// last forward). Destroys m->logits.
+// last forward, plus its z-loss term). Destroys m->logits.
 void model_backward(Model *m, float loss_scale);
 void model_zero_grad(Model *m);
 void model_free(Model *m);

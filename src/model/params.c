@@ -55,12 +55,14 @@ static int grow(ParamTable *t) {
     return MHAR_OK;
 }
 
-int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int init) {
+int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int init, ParamClass cls) {
     size_t numel = 0;
     if (!name) return mhar_fail("parameter table: NULL tensor name");
     if (name_ok(name) || shape_numel(name, ndim, shape, &numel)) return MHAR_ERR;
     if (init < INIT_NORMAL || init > INIT_CUSTOM)
         return mhar_fail("parameter table: tensor '%s': unknown init kind %d", name, init);
+    if ((unsigned)cls >= PARAM_CLASSES)
+        return mhar_fail("parameter table: tensor '%s': unknown class %d", name, (int)cls);
     // A duplicate would silently alias two parameters in every checkpoint.
     if (ptable_find(t, name) >= 0)
         return mhar_fail("parameter table: tensor '%s' added twice", name);
@@ -76,6 +78,7 @@ int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int 
     pi->offset = offset;
     pi->numel = numel;
     pi->init = init;
+    pi->cls = cls;
     t->total = offset + numel;
     return t->n++;
 }
@@ -91,4 +94,27 @@ void ptable_free(ParamTable *t) {
     t->p = NULL;
     t->n = t->cap = 0;
     t->total = 0;
+}
+
+static const char *const class_names[PARAM_CLASSES] = {"matrix", "embed", "norm", "route"};
+
+const char *param_class_name(ParamClass cls) { return (unsigned)cls < PARAM_CLASSES ? class_names[cls] : "?"; }
+
+int param_classes_parse(const char *list, const char *origin, unsigned *set) {
+    *set = 0;
+    if (!strcmp(list, "all")) {
+        *set = 1u << PARAM_EMBED | 1u << PARAM_NORM | 1u << PARAM_ROUTE;
+        return MHAR_OK;
+    }
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int c = PARAM_EMBED; c < PARAM_CLASSES; c++)
+            if (strlen(class_names[c]) == len && !strncmp(p, class_names[c], len)) found = c;
+        if (found < 0)
+            return mhar_fail("%s: '%.*s' is not a parameter class (embed, norm, route, or all)", origin, (int)len, p);
+        *set |= 1u << found;
+        p += len + (p[len] == ',');
+    }
+    return MHAR_OK;
 }

@@ -62,13 +62,13 @@ static int delta_add_params(ParamTable *t, const Config *c) {
     for (int s = 0; s < 2 * c->num_hidden_layers; s++) {
         char name[96];
         site_name(name, sizeof name, s, "res_proj.weight");
-        if (ptable_add(t, name, 2, q_shape, INIT_ZEROS) < 0) return MHAR_ERR;
+        if (ptable_add(t, name, 2, q_shape, INIT_ZEROS, PARAM_ROUTE) < 0) return MHAR_ERR;
         site_name(name, sizeof name, s, "res_norm.weight");
-        if (ptable_add(t, name, 1, v_shape, INIT_ONES) < 0) return MHAR_ERR;
+        if (ptable_add(t, name, 1, v_shape, INIT_ONES, PARAM_ROUTE) < 0) return MHAR_ERR;
         site_name(name, sizeof name, s, "null_source");
-        if (ptable_add(t, name, 1, v_shape, INIT_ZEROS) < 0) return MHAR_ERR;
+        if (ptable_add(t, name, 1, v_shape, INIT_ZEROS, PARAM_ROUTE) < 0) return MHAR_ERR;
         site_name(name, sizeof name, s, "res_alpha");
-        if (ptable_add(t, name, 0, none, INIT_ZEROS) < 0) return MHAR_ERR;
+        if (ptable_add(t, name, 0, none, INIT_ZEROS, PARAM_ROUTE) < 0) return MHAR_ERR;
     }
     return MHAR_OK;
 }

@@ -46,7 +46,7 @@ static int df_add_params(ParamTable *t, const Config *c) {
         char name[96];
         snprintf(name, sizeof name, "model.layers.%d.dwa_alpha", i);
         const int shape[1] = {i + 2};
-        if (ptable_add(t, name, 1, shape, INIT_CUSTOM) < 0) return MHAR_ERR;
+        if (ptable_add(t, name, 1, shape, INIT_CUSTOM, PARAM_ROUTE) < 0) return MHAR_ERR;
     }
     return MHAR_OK;
 }

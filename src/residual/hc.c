@@ -85,11 +85,11 @@ static int hc_add_params(ParamTable *t, const Config *c) {
         for (int k = 0; k < 2; k++) {
             char name[96];
             snprintf(name, sizeof name, "model.layers.%d.hc_alpha_%s", i, KINDS[k]);
-            if (ptable_add(t, name, 1, vec, INIT_CUSTOM) < 0) return MHAR_ERR;
+            if (ptable_add(t, name, 1, vec, INIT_CUSTOM, PARAM_ROUTE) < 0) return MHAR_ERR;
             snprintf(name, sizeof name, "model.layers.%d.hc_A_%s", i, KINDS[k]);
-            if (ptable_add(t, name, 2, mat, INIT_CUSTOM) < 0) return MHAR_ERR;
+            if (ptable_add(t, name, 2, mat, INIT_CUSTOM, PARAM_ROUTE) < 0) return MHAR_ERR;
             snprintf(name, sizeof name, "model.layers.%d.hc_beta_%s", i, KINDS[k]);
-            if (ptable_add(t, name, 1, vec, INIT_CUSTOM) < 0) return MHAR_ERR;
+            if (ptable_add(t, name, 1, vec, INIT_CUSTOM, PARAM_ROUTE) < 0) return MHAR_ERR;
         }
     return MHAR_OK;
 }

@@ -88,7 +88,8 @@ int residual_add_route_sites(ParamTable *t, const Config *c, int with_final) {
     for (int s = 0; s < 2 * L + (with_final ? 1 : 0); s++) {
         char q[96], g[96];
         site_names(s, L, q, g, sizeof q);
-        if (ptable_add(t, q, 2, q_shape, INIT_ZEROS) < 0 || ptable_add(t, g, 1, g_shape, INIT_ONES) < 0)
+        if (ptable_add(t, q, 2, q_shape, INIT_ZEROS, PARAM_ROUTE) < 0 ||
+            ptable_add(t, g, 1, g_shape, INIT_ONES, PARAM_ROUTE) < 0)
             return MHAR_ERR;
     }
     return MHAR_OK;

@@ -26,7 +26,8 @@ typedef struct {
     int default_heads;    // H when none is given (1 unless HEADS_ANY)
     int needs_blocks;     // attnres_num_blocks N >= 1 required (else it must be 0)
     int from_scratch;     // trains from a fresh init (delta_mh is made by convert)
-    // Declare the scheme's parameters (SPEC §3 names) in the table.
+    // Declare the scheme's parameters (SPEC §3 names) in the table, each of
+    // class PARAM_ROUTE (what --wd-exclude route leaves undecayed).
     int (*add_params)(ParamTable *t, const Config *c);
     // Initialise the scheme's INIT_CUSTOM parameters (hc, dwa_alpha, ...).
     void (*init_params)(const ParamTable *t, const Config *c, float *params, Rng *rng);
@@ -98,7 +99,8 @@ int residual_param(const Residual *r, const char *name, size_t *offset);
 
 // Routing sites (attnres, mhar, block): site s < 2L is sublayer s, s = 2L the
 // final read. Declares model.layers.{i}.{attn,mlp}_res_{proj,norm}.weight
-// (q [1, d] init 0, g [d] init 1) and, with_final, model.final_res_*.
+// (q [1, d] init 0, g [d] init 1; class PARAM_ROUTE) and, with_final,
+// model.final_res_*.
 int residual_add_route_sites(ParamTable *t, const Config *c, int with_final);
 // Offsets of site s's query and key-norm weight.
 int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off);

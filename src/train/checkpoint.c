@@ -67,16 +67,31 @@ static int state_from_json(const char *path, const char *text, TrainState *st) {
     return MHAR_OK;
 }
 
-static int link_into_run(const char *dir, const char *name) {
-    char src[MHAR_PATH_MAX], tmp[MHAR_PATH_MAX], dst[MHAR_PATH_MAX], rel[300];
+// DIR/checkpoint/NAME (hard-)linked as AT/AS, AT a folder of DIR ("" DIR itself).
+static int link_into_run(const char *dir, const char *name, const char *at, const char *as) {
+    char src[MHAR_PATH_MAX], tmp[MHAR_PATH_MAX], dst[MHAR_PATH_MAX], sub[MHAR_PATH_MAX], rel[300];
     snprintf(rel, sizeof rel, "checkpoint/%.200s", name);
     if (path_join(src, sizeof src, dir, rel)) return MHAR_ERR;
-    snprintf(rel, sizeof rel, ".%.200s.link", name);
-    if (path_join(tmp, sizeof tmp, dir, rel) || path_join(dst, sizeof dst, dir, name)) return MHAR_ERR;
+    if (at[0] ? path_join(sub, sizeof sub, dir, at) : copy_str(sub, sizeof sub, dir)) return MHAR_ERR;
+    snprintf(rel, sizeof rel, ".%.200s.link", as);
+    if (path_join(tmp, sizeof tmp, sub, rel) || path_join(dst, sizeof dst, sub, as)) return MHAR_ERR;
     unlink(tmp);
     if (link(src, tmp) || rename(tmp, dst))
         return mhar_fail("%s: cannot link the checkpoint's %s: %s", dst, name, strerror(errno));
     return MHAR_OK;
+}
+
+// The EMA of the weights as a model directory DIR/ema (config.json and
+// model.safetensors, linked to the checkpoint's), which eval, sample and
+// --init-from load like any run (and transformers: the remote code too).
+static int link_ema(const char *dir, const Model *m) {
+    char ema[MHAR_PATH_MAX];
+    if (path_join(ema, sizeof ema, dir, "ema") || mkdir_p(ema)) return MHAR_ERR;
+    if (link_into_run(dir, "ema.safetensors", "ema", "model.safetensors")) return MHAR_ERR;
+    for (int i = 0; !config_hf_native(&m->cfg) && i < hf_remote_file_count; i++)
+        if (link_into_run(dir, hf_remote_files[i].name, "ema", hf_remote_files[i].name)) return MHAR_ERR;
+    if (link_into_run(dir, "config.json", "ema", "config.json")) return MHAR_ERR;
+    return fsync_dir(ema);
 }
 
 int checkpoint_save(const char *dir, const Model *m, const AdamW *opt, const TrainState *st) {
@@ -89,6 +104,10 @@ int checkpoint_save(const char *dir, const Model *m, const AdamW *opt, const Tra
     rc = path_join(path, sizeof path, tmp, "optimizer.safetensors");
     if (rc == MHAR_OK) rc = safetensors_save(path, &opt->moments, opt->state);
     if (rc == MHAR_OK) rc = model_save(m, tmp);
+    if (rc == MHAR_OK && opt->ema) {   // in the model's layout: the table names it
+        rc = path_join(path, sizeof path, tmp, "ema.safetensors");
+        if (rc == MHAR_OK) rc = safetensors_save(path, &m->table, opt->ema);
+    }
     if (rc == MHAR_OK) {
         char *text = state_to_json(st);
         rc = path_join(path, sizeof path, tmp, "state.json");
@@ -107,10 +126,11 @@ int checkpoint_save(const char *dir, const Model *m, const AdamW *opt, const Tra
     }
     if (rc == MHAR_OK) rc = fsync_dir(dir);
     remove_checkpoint_dir(tmp);  // after a swap: the previous checkpoint
-    if (rc == MHAR_OK) rc = link_into_run(dir, "model.safetensors");
+    if (rc == MHAR_OK) rc = link_into_run(dir, "model.safetensors", "", "model.safetensors");
     for (int i = 0; rc == MHAR_OK && !config_hf_native(&m->cfg) && i < hf_remote_file_count; i++)
-        rc = link_into_run(dir, hf_remote_files[i].name);
-    if (rc == MHAR_OK) rc = link_into_run(dir, "config.json");
+        rc = link_into_run(dir, hf_remote_files[i].name, "", hf_remote_files[i].name);
+    if (rc == MHAR_OK) rc = link_into_run(dir, "config.json", "", "config.json");
+    if (rc == MHAR_OK && opt->ema) rc = link_ema(dir, m);
     if (rc == MHAR_OK) rc = fsync_dir(dir);
     return rc;
 }
@@ -134,6 +154,11 @@ int checkpoint_load(const char *dir, Model *m, AdamW *opt, TrainState *st) {
     if (adamw_init(opt, m->ctx, m->table.total)) return MHAR_ERR;
     if (path_join(path, sizeof path, ck, "optimizer.safetensors")) return MHAR_ERR;
     if (safetensors_load(path, &opt->moments, opt->state, 0)) return MHAR_ERR;
+    if (st->opt.ema > 0) {
+        if (adamw_add_ema(opt, (float)st->opt.ema, NULL) || path_join(path, sizeof path, ck, "ema.safetensors") ||
+            safetensors_load(path, &m->table, opt->ema, 0))
+            return MHAR_ERR;
+    }
     opt->step = st->opt_step;
     return MHAR_OK;
 }

@@ -1,9 +1,11 @@
 // A training checkpoint: DIR/checkpoint/ holds config.json, model.safetensors,
-// optimizer.safetensors and state.json. It is written as DIR/.checkpoint.tmp/
+// optimizer.safetensors, state.json and, with --ema, ema.safetensors (the
+// EMA of the weights, named like the model's). It is written as DIR/.checkpoint.tmp/
 // and swapped in with one atomic rename (renameat2 RENAME_EXCHANGE), so at
 // every instant DIR/checkpoint is a complete checkpoint. DIR/config.json and
 // DIR/model.safetensors are then (hard-)linked to the new files, so the run
-// directory itself is what eval, sample and HF transformers load.
+// directory itself is what eval, sample and HF transformers load; with an
+// EMA, DIR/ema/ holds config.json and model.safetensors the same way.
 #pragma once
 #include <stdint.h>
 #include "../model/model.h"

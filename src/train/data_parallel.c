@@ -147,16 +147,21 @@ int dp_shard_optimizer(const DataParallel *dp, const AdamW *full, AdamW *shard) 
     vec_copy(dp->ctx, shard->m, full->m + dp->lo, dp->n_mine);
     vec_copy(dp->ctx, shard->v, full->v + dp->lo, dp->n_mine);
     shard->step = full->step;
+    if (full->ema && adamw_add_ema(shard, full->ema_decay, full->ema + dp->lo)) return MHAR_ERR;
     return MHAR_OK;
 }
 
 int dp_gather_optimizer(const DataParallel *dp, const AdamW *shard, AdamW *full) {
     memset(full, 0, sizeof *full);
     int rc = MHAR_OK;
-    if (dp->comm->rank == 0) rc = adamw_init(full, dp->ctx, dp->shards.n);
+    if (dp->comm->rank == 0) {
+        rc = adamw_init(full, dp->ctx, dp->shards.n);
+        if (!rc && shard->ema) rc = adamw_add_ema(full, shard->ema_decay, NULL);
+    }
     if (comm_agree(dp->comm, rc)) return MHAR_ERR;
     if (comm_gather_shards(dp->comm, shard->m, full->m, &dp->shards) ||
-        comm_gather_shards(dp->comm, shard->v, full->v, &dp->shards))
+        comm_gather_shards(dp->comm, shard->v, full->v, &dp->shards) ||
+        (shard->ema && comm_gather_shards(dp->comm, shard->ema, full->ema, &dp->shards)))
         return MHAR_ERR;
     full->step = shard->step;
     return MHAR_OK;

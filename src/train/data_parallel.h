@@ -55,8 +55,9 @@ int dp_loss(DataParallel *dp, const double *mine, double *loss);
 int dp_grad_norm(DataParallel *dp, double *norm);
 // AdamW on this rank's shard (o holds its moments), then every rank gathers the parameters.
 int dp_update(DataParallel *dp, AdamW *o, float *params, double norm, float lr);
-// An optimizer for this rank's shard with the shard's part of full's moments.
+// An optimizer for this rank's shard with the shard's part of full's moments
+// (and EMA). The weight-decay exclusion is set by the caller, per shard.
 int dp_shard_optimizer(const DataParallel *dp, const AdamW *full, AdamW *shard);
-// Rank 0: the full optimizer gathered from every shard into *full (allocated
-// here); other ranks send theirs and leave *full zeroed.
+// Rank 0: the full optimizer (moments, EMA) gathered from every shard into
+// *full (allocated here); other ranks send theirs and leave *full zeroed.
 int dp_gather_optimizer(const DataParallel *dp, const AdamW *shard, AdamW *full);

@@ -134,6 +134,19 @@ static int shard_optimizer(const DataParallel *dp, AdamW *full, AdamW *opt) {
     return rc;
 }
 
+// The continued-training recipe on this rank's model and optimizer: no decay
+// on the excluded classes of its shard, z-loss, and a fresh run's EMA
+// starting from its first weights (a resumed one loaded its own).
+static int recipe(const RunOptions *o, const DataParallel *dp, Model *m, AdamW *opt, int resumed) {
+    unsigned classes;
+    if (param_classes_parse(o->wd_exclude, "--wd-exclude", &classes) ||
+        adamw_exclude_decay(opt, &m->table, dp->lo, classes))
+        return MHAR_ERR;
+    m->z_loss = (float)o->z_loss;
+    if (o->ema > 0 && !resumed) return adamw_add_ema(opt, (float)o->ema, m->params + dp->lo);
+    return MHAR_OK;
+}
+
 int train_launch(const TrainLaunch *l) {
     Comm *comm = comm_world();
     const int lead = comm->rank == 0;
@@ -149,6 +162,8 @@ int train_launch(const TrainLaunch *l) {
     given.accum = l->opt.accum * comm->size;
     st.opt = given;
     char ck[MHAR_PATH_MAX];
+    unsigned classes;   // refused before anything is made
+    if (param_classes_parse(given.wd_exclude, "--wd-exclude", &classes)) return MHAR_ERR;
     int rc = lead ? mkdir_p(l->out) : MHAR_OK;
     if (!rc) rc = path_join(ck, sizeof ck, l->out, "checkpoint/state.json");
     int exists = !rc && access(ck, F_OK) == 0;
@@ -182,6 +197,7 @@ int train_launch(const TrainLaunch *l) {
     if (!rc) rc = dp_init(&dp, comm, &m, st.opt.accum);
     if (!rc) rc = shard_optimizer(&dp, &full, &opt);
     if (!rc) rc = model_alloc_acts(&m, st.opt.batch, st.opt.seq);
+    if (!rc) rc = recipe(&st.opt, &dp, &m, &opt, l->resume);
     rc = comm_agree(comm, rc);   // a rank that failed is named; all stop
     if (!rc) {
         double params = 0;
@@ -195,6 +211,9 @@ int train_launch(const TrainLaunch *l) {
                 fprintf(stderr, " x %d ranks; optimizer state %.1f MB per rank (ZeRO-1; %.1f MB unsharded)",
                         comm->size, 8.0 * dp.n_mine / 1e6, 8.0 * m.table.total / 1e6);
             fprintf(stderr, "\n");
+            if (st.opt.wd_exclude[0] || st.opt.z_loss > 0 || st.opt.ema > 0)
+                fprintf(stderr, "recipe: no weight decay on %s, z-loss %g, EMA %g\n",
+                        st.opt.wd_exclude[0] ? st.opt.wd_exclude : "none", st.opt.z_loss, st.opt.ema);
         }
         rc = train_run(l->out, &m, &dp, &opt, &st, &train, &val, l->stop_at);
     }

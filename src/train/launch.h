@@ -4,7 +4,10 @@
 // its token files (or builds the default data, data/default_data.h) and
 // records their absolute paths; a resumed run takes its model, optimizer,
 // options and data from DIR/checkpoint (run_options_resume says what a flag
-// given again may do). Then train_run.
+// given again may do). A run started --init-from another run's model is a
+// fresh run in every other way: step 0, fresh AdamW moments, the warm-up and
+// the learning-rate schedule from their start (re-warm-up), its EMA (--ema)
+// starting at the loaded weights. Then train_run.
 #pragma once
 #include "run_options.h"
 

@@ -58,6 +58,15 @@ static const RunOption options[] = {
     {"max_bad_steps", "max-bad-steps", OPT_LONG, F(max_bad_steps), NUM(1, 1e9, TRAIN_MAX_BAD_STEPS),
      RUN_STATE | RUN_STATE_OPTIONAL, RESUME_MAY_CHANGE,
      "stop after N non-finite steps in a row, none applied (default 5; may change on --resume)"},
+    {"wd_exclude",    "wd-exclude",    OPT_TEXT, F(wd_exclude),   TEXT(""),
+     RUN_STATE | RUN_STATE_OPTIONAL, RESUME_KEEPS,
+     "no weight decay on these parameter classes: embed,norm,route or all (default: decay all)"},
+    {"z_loss",        "z-loss",        OPT_REAL, F(z_loss),       NUM(0, 1, 0),
+     RUN_STATE | RUN_STATE_OPTIONAL, RESUME_KEEPS,
+     "z-loss coefficient C: minimise CE + C·mean(logsumexp²) (default 0; PaLM 1e-4)"},
+    {"ema",           "ema",           OPT_REAL, F(ema),          NUM(0, 0.999999, 0),
+     RUN_STATE | RUN_STATE_OPTIONAL, RESUME_KEEPS,
+     "EMA of the weights with decay D, saved as DIR/ema (default 0: none)"},
 };
 // clang-format on
 _Static_assert(sizeof options / sizeof options[0] <= RUN_OPTIONS_MAX, "raise RUN_OPTIONS_MAX");

@@ -33,6 +33,10 @@ typedef struct {
     uint64_t seed;
     int eval_every, eval_batches, save_every;   // save_every < 0: eval_every
     long max_bad_steps;          // non-finite steps in a row that stop the run
+    // the continued-training recipe (all off by default: SPEC §4 as published)
+    char wd_exclude[64];         // parameter classes without weight decay (param_classes_parse; "" none)
+    double z_loss;               // z-loss coefficient (0: none)
+    double ema;                  // decay of the weights' EMA (0: none)
 } RunOptions;
 
 typedef enum { OPT_INT, OPT_LONG, OPT_U64, OPT_REAL, OPT_TEXT } RunOptionType;

@@ -58,6 +58,26 @@ double evaluate(Model *m, const TokenFile *val, int batches, long *tokens, Route
     return windows ? sum / windows : NAN;
 }
 
+// The validation loss of the weights' EMA: every rank puts its shard of the
+// EMA into the parameters and gathers the others', evaluates, and gets its
+// weights back bit for bit from a copy. NaN (on every rank) if the copy
+// cannot be had.
+static double evaluate_ema(Model *m, DataParallel *dp, const AdamW *opt, const TokenFile *val, int batches) {
+    const size_t n = m->table.total;
+    float *keep = ops_alloc(m->ctx, sizeof(float) * n);
+    if (comm_agree(dp->comm, keep ? MHAR_OK : MHAR_ERR)) {
+        ops_free(m->ctx, keep);
+        return NAN;
+    }
+    vec_copy(m->ctx, keep, m->params, n);
+    vec_copy(m->ctx, m->params + dp->lo, opt->ema, dp->n_mine);
+    double vl = NAN;
+    if (!comm_allgather_shards(dp->comm, m->params, &dp->shards)) vl = evaluate(m, val, batches, NULL, NULL);
+    vec_copy(m->ctx, m->params, keep, n);
+    ops_free(m->ctx, keep);
+    return vl;
+}
+
 // Drop metrics of steps after the checkpoint we resume from, so the file
 // reads as one run.
 static int trim_metrics(const char *path, long step) {
@@ -132,8 +152,8 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
     if (!rc && (loader_init(&ld, train, T, st->opt.seed) || loader_seek(&ld, st->data_epoch, st->data_pos)))
         rc = MHAR_ERR;
     int *inputs = mhar_alloc(sizeof(int) * B * T), *targets = mhar_alloc(sizeof(int) * B * T);
-    double *micro_loss = mhar_alloc(sizeof(double) * dp->accum);
-    if (!inputs || !targets || !micro_loss) rc = MHAR_ERR;
+    double *micro_loss = mhar_alloc(sizeof(double) * dp->accum), *micro_z = mhar_alloc(sizeof(double) * dp->accum);
+    if (!inputs || !targets || !micro_loss || !micro_z) rc = MHAR_ERR;
     rc = comm_agree(dp->comm, rc);
     struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
@@ -153,11 +173,18 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
             dp_next_batch(dp, &ld, B, inputs, targets);
             model_zero_grad(m);
             micro_loss[k] = model_forward(m, inputs, targets);
+            micro_z[k] = m->z_term;
             model_backward(m, 1.0f / st->opt.accum);
             rc = dp_reduce(dp, m->grads, k);
         }
-        double loss, norm;
-        if (rc || dp_loss(dp, micro_loss, &loss) || dp_grad_norm(dp, &norm)) { rc = MHAR_ERR; break; }
+        // loss: the cross-entropy; z: the z-loss term the gradient also
+        // follows (reported apart, so losses compare across recipes).
+        double loss, z = 0, norm;
+        if (rc || dp_loss(dp, micro_loss, &loss) || (m->z_loss > 0 && dp_loss(dp, micro_z, &z)) ||
+            dp_grad_norm(dp, &norm)) {
+            rc = MHAR_ERR;
+            break;
+        }
         if (isfinite(loss) && isfinite(norm)) {
             if (dp_update(dp, opt, m->params, norm, lr)) { rc = MHAR_ERR; break; }
             st->bad_steps = 0;
@@ -176,10 +203,12 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
         st->step++;
         double dt = now_seconds() - t0, tok_s = (double)B * T * st->opt.accum / dt;
         st->tokens_seen += (double)B * T * st->opt.accum;
-        if (metrics)
-            fprintf(metrics, "{\"step\":%ld,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
-                    st->step, json_num(num[0], sizeof num[0], "%.6f", loss), lr,
+        if (metrics) {
+            fprintf(metrics, "{\"step\":%ld,\"loss\":%s,", st->step, json_num(num[0], sizeof num[0], "%.6f", loss));
+            if (m->z_loss > 0) fprintf(metrics, "\"z_loss\":%s,", json_num(num[0], sizeof num[0], "%.6g", z));
+            fprintf(metrics, "\"lr\":%.6g,\"grad_norm\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n", lr,
                     json_num(num[1], sizeof num[1], "%.6g", norm), tok_s, st->tokens_seen);
+        }
         double avg = (now_seconds() - t_start) / (st->step - first);
         char eta[32];
         format_eta(eta, sizeof eta, avg * (st->opt.steps - st->step));
@@ -197,10 +226,18 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
                 fflush(routing);
             }
             route_stats_free(&rs);
-            if (metrics)
-                fprintf(metrics, "{\"step\":%ld,\"val_loss\":%s,\"val_tokens\":%ld}\n", st->step,
-                        json_num(num[2], sizeof num[2], "%.6f", vl), ntok);
-            if (lead) fprintf(stderr, "%sstep %ld: val loss %.4f (%ld tokens)\n", tty ? "\n" : "", st->step, vl, ntok);
+            double vl_ema = opt->ema ? evaluate_ema(m, dp, opt, val, st->opt.eval_batches) : NAN;
+            if (metrics) {
+                fprintf(metrics, "{\"step\":%ld,\"val_loss\":%s,", st->step,
+                        json_num(num[2], sizeof num[2], "%.6f", vl));
+                if (opt->ema) fprintf(metrics, "\"val_loss_ema\":%s,", json_num(num[2], sizeof num[2], "%.6f", vl_ema));
+                fprintf(metrics, "\"val_tokens\":%ld}\n", ntok);
+            }
+            if (lead) {
+                fprintf(stderr, "%sstep %ld: val loss %.4f", tty ? "\n" : "", st->step, vl);
+                if (opt->ema) fprintf(stderr, ", EMA %.4f", vl_ema);
+                fprintf(stderr, " (%ld tokens)\n", ntok);
+            }
         }
         if (metrics) fflush(metrics);
         // Every rank stops after the same step when any was signalled.
@@ -236,7 +273,7 @@ int train_run(const char *dir, Model *m, DataParallel *dp, AdamW *opt, TrainStat
     signal(SIGUSR1, SIG_DFL);
     if (metrics) fclose(metrics);
     if (routing) fclose(routing);
-    mhar_free(inputs); mhar_free(targets); mhar_free(micro_loss);
+    mhar_free(inputs); mhar_free(targets); mhar_free(micro_loss); mhar_free(micro_z);
     loader_free(&ld);
     return rc;
 }

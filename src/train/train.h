@@ -1,5 +1,10 @@
 // The training loop: micro-batches with gradient accumulation, AdamW,
 // evaluation, metrics.jsonl, checkpoints, a progress line, clean stops.
+// metrics.jsonl: per step {"step", "loss" (the mean cross-entropy), "z_loss"
+// (with --z-loss: the term C·mean(lse²) added to the objective), "lr",
+// "grad_norm", "tok_per_s", "tokens"}; per evaluation {"step", "val_loss"
+// (cross-entropy), "val_loss_ema" (with --ema: of the EMA weights),
+// "val_tokens"}.
 #pragma once
 #include "../data/tokens.h"
 #include "../model/model.h"

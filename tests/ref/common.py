@@ -184,12 +184,15 @@ def run_command(args, timeout=600, cwd=REPO):
     return res
 
 
-def tool_dump(run_dir, tokens_path, B, T, out, steps=None, lr=None, warmup=None, timeout=300):
-    """Run tests/tool_dump and return its output tensors (a dict)."""
+def tool_dump(run_dir, tokens_path, B, T, out, steps=None, lr=None, warmup=None, recipe=None, timeout=300):
+    """Run tests/tool_dump and return its output tensors (a dict). recipe:
+    {"wd_exclude": "embed,norm", "z_loss": C, "ema": D} (any of them)."""
     args = [tool_path(), "--run", run_dir, "--tokens", tokens_path,
             "--batch", B, "--seq", T, "--out", out]
     if steps is not None:
         args += ["--steps", steps, "--lr", repr(float(lr)), "--warmup", warmup]
+    for key, value in (recipe or {}).items():
+        args += ["--" + key.replace("_", "-"), value]
     run_command(args, timeout=timeout)
     return load_safetensors(out)
 

@@ -531,8 +531,29 @@ def loss_and_grads(cfg, params, inputs, targets, dtype=torch.float64):
 
 
 # --------------------------------------------------------------------------
-# Reference optimiser: torch AdamW + clip_grad_norm_ + warm-up/cosine schedule
+# Reference optimiser: torch AdamW + clip_grad_norm_ + warm-up/cosine schedule,
+# and the continued-training recipe: weight decay left off some parameter
+# classes, PaLM's z-loss, an EMA of the weights
 # --------------------------------------------------------------------------
+
+def param_class(name):
+    """The recipe's class of a parameter, from its SPEC §3 name: "embed" (the
+    token embedding), "norm" (the base model's RMSNorm weights), "route"
+    (every parameter of a residual scheme) or "matrix" (the rest)."""
+    if name == "model.embed_tokens.weight":
+        return "embed"
+    scheme = ("_res_proj.weight", "_res_norm.weight", "_null_source", "_res_alpha", "dwa_alpha")
+    if name.endswith(scheme) or ".hc_" in name:
+        return "route"
+    if name.endswith("norm.weight"):
+        return "norm"
+    return "matrix"
+
+
+def z_term(logits, z_loss):
+    """z_loss * mean over positions of logsumexp(logits)^2."""
+    return z_loss * logits.reshape(-1, logits.shape[-1]).logsumexp(-1).pow(2).mean()
+
 
 def lr_at(i, peak, warmup, total):
     """Learning rate of 0-based step i."""
@@ -546,18 +567,39 @@ def train_reference(cfg, params, inputs, targets, *, steps, lr, warmup, dtype=to
     """`steps` AdamW steps on one batch. Returns (losses, grad_norms, params):
     the loss before each update, the global gradient norm before clipping,
     and the parameters after the last step."""
+    return train_recipe_reference(cfg, params, inputs, targets, steps=steps, lr=lr, warmup=warmup,
+                                  dtype=dtype)[:3]
+
+
+def train_recipe_reference(cfg, params, inputs, targets, *, steps, lr, warmup, wd_exclude=(), z_loss=0.0,
+                           ema=0.0, dtype=torch.float64):
+    """train_reference with the recipe: no weight decay on the parameters whose
+    param_class is in wd_exclude (a second AdamW group with weight_decay 0),
+    the objective CE + z_term (the reported loss stays the CE), and with
+    ema > 0 an EMA of the weights, ema <- D ema + (1 - D) p after each step
+    from the initial weights. Returns (losses, grad_norms, params, z_terms,
+    ema params or None)."""
     P = as_leaves(params, dtype)
     leaves = list(P.values())
-    opt = torch.optim.AdamW(leaves, lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-    losses, norms = [], []
+    groups = [{"params": [v for k, v in P.items() if param_class(k) not in wd_exclude], "weight_decay": 0.1},
+              {"params": [v for k, v in P.items() if param_class(k) in wd_exclude], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=(0.9, 0.95), eps=1e-8)
+    avg = {k: v.detach().clone() for k, v in P.items()} if ema else None
+    losses, norms, zs = [], [], []
     for i in range(steps):
         opt.zero_grad(set_to_none=True)
-        value = loss(cfg, P, inputs, targets)
-        value.backward()
+        logits = forward(cfg, P, inputs)
+        value, z = cross_entropy(logits, targets), z_term(logits, z_loss)
+        (value + z).backward()
         fill_missing_grads(P)
         norms.append(float(torch.nn.utils.clip_grad_norm_(leaves, 1.0)))
         losses.append(value.item())
+        zs.append(z.item())
         for group in opt.param_groups:
             group["lr"] = lr_at(i, lr, warmup, steps)
         opt.step()
-    return losses, norms, {k: v.detach() for k, v in P.items()}
+        if avg is not None:
+            with torch.no_grad():
+                for k, v in P.items():
+                    avg[k].mul_(ema).add_(v, alpha=1 - ema)
+    return losses, norms, {k: v.detach() for k, v in P.items()}, zs, avg

@@ -1,4 +1,4 @@
-// Embedding, SwiGLU, softmax cross-entropy, vector and row helpers, AdamW.
+// Embedding, SwiGLU, softmax cross-entropy, vector and row helpers, AdamW, the weights' EMA.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -108,9 +108,10 @@ static double row_exp_inplace(float *restrict x, int V, float m) {
     return s;
 }
 
-// logits [n, V], targets [n] -> losses [n] = logsumexp(row) − row[target].
-// Returns Σ losses, summed in row order (deterministic).
-double xent_forward(OpsContext *ctx, float *restrict losses, const float *restrict logits,
+// logits [n, V], targets [n] -> losses [n] = logsumexp(row) − row[target],
+// lse [n] = logsumexp(row) when asked. Returns Σ losses, summed in row order
+// (deterministic).
+double xent_forward(OpsContext *ctx, float *restrict losses, float *restrict lse, const float *restrict logits,
                     const int *restrict targets, int n, int V) {
     (void)ctx;
 #pragma omp parallel for schedule(static)
@@ -119,6 +120,7 @@ double xent_forward(OpsContext *ctx, float *restrict losses, const float *restri
         float m = row_max(x, V);
         double s = row_sumexp(x, V, m);
         losses[i] = (float)(log(s) + (double)m - (double)x[targets[i]]);
+        if (lse) lse[i] = (float)(log(s) + (double)m);
     }
     double total = 0.0;
     for (int i = 0; i < n; i++) total += losses[i];
@@ -137,11 +139,12 @@ void token_logprobs(OpsContext *ctx, double *restrict logp, const float *restric
     }
 }
 
-// logits [n, V], targets [n] -> dlogits [n, V] = (softmax − onehot)·scale.
+// logits [n, V], targets [n] -> dlogits [n, V] = softmax·(scale + 2·z_scale·lse)
+// − scale·onehot: the gradient of scale·Σ losses + z_scale·Σ lse² (z-loss).
 // dlogits may alias logits: each row is copied (if needed) and then
 // transformed in place, so one code path serves both cases.
 void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n, int V,
-                   float scale) {
+                   float scale, float z_scale) {
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
@@ -149,7 +152,9 @@ void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const i
         if (z != logits + (size_t)i * V) memcpy(z, logits + (size_t)i * V, sizeof(float) * V);
         float m = row_max(z, V);
         double s = row_exp_inplace(z, V, m);
-        float c = (float)((double)scale / s);
+        double w = scale;   // the softmax's weight (without z-loss the scale alone, bit for bit as before)
+        if (z_scale != 0.0f) w += 2.0 * z_scale * (log(s) + (double)m);
+        float c = (float)(w / s);
         for (int j = 0; j < V; j++) z[j] *= c;
         z[targets[i]] -= scale;
     }
@@ -243,16 +248,24 @@ void sum_squares(OpsContext *ctx, double *out, const float *a, size_t n, size_t 
 
 // ---- AdamW ------------------------------------------------------------------------
 
+// An element that is not decayed is multiplied by 1 (exact): one pass for both.
 void adamw_update(OpsContext *ctx, float *restrict p, float *restrict m, float *restrict v,
-                  const float *restrict g, size_t n, AdamWStep s) {
+                  const float *restrict g, const unsigned char *restrict decay, size_t n, AdamWStep s) {
     (void)ctx;
-    const float step_size = s.lr / s.bc1, decay = 1.0f - s.lr * s.weight_decay;
+    const float step_size = s.lr / s.bc1, shrink = 1.0f - s.lr * s.weight_decay;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * s.grad_scale;
-        p[i] *= decay;
+        p[i] *= !decay || decay[i] ? shrink : 1.0f;
         m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
         v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
         p[i] -= step_size * m[i] / (sqrtf(v[i]) / s.bc2_sqrt + s.eps);
     }
+}
+
+void ema_update(OpsContext *ctx, float *restrict ema, const float *restrict p, float decay, size_t n) {
+    (void)ctx;
+    const float rest = 1.0f - decay;
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) ema[i] = decay * ema[i] + rest * p[i];
 }
