@@ -23,7 +23,7 @@ static void setup(void) {
         {"m.4d", 4, {1, 2, 1, 2}},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (ptable_add(&table, t[i].name, t[i].ndim, t[i].shape, INIT_ZEROS) < 0) abort();
+        if (ptable_add(&table, t[i].name, t[i].ndim, t[i].shape, INIT_ZEROS, PARAM_MATRIX) < 0) abort();
     buf = calloc(table.total, sizeof *buf);
     before = calloc(table.total, sizeof *before);
     want = calloc(table.total, sizeof *want);
