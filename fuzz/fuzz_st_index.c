@@ -10,20 +10,14 @@
 #include "../src/io/safetensors.h"
 #include "../src/util/common.h"
 #include "fuzz.h"
+#include "fuzz_table.h"
 
 static ParamTable table;
 static float *buf, *before, *want;
 static char index_path[128];
 
 static void setup(void) {
-    static const struct { const char *name; int ndim, shape[4]; } t[] = {
-        {"model.a.weight", 2, {2, 3}},
-        {"model.b", 1, {4}},
-        {"s", 0, {0}},
-        {"m.4d", 4, {1, 2, 1, 2}},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (ptable_add(&table, t[i].name, t[i].ndim, t[i].shape, INIT_ZEROS, PARAM_MATRIX) < 0) abort();
+    fuzz_small_table(&table);
     buf = calloc(table.total, sizeof *buf);
     before = calloc(table.total, sizeof *before);
     want = calloc(table.total, sizeof *want);
