@@ -71,7 +71,7 @@ $M train --out "$W/llama" $T --family llama --residual mhar --route-heads 4 --st
 $M train --out "$W/llama_r" $T --family llama --residual mhar --route-heads 4 --steps 6 --stop-at 3 2>/dev/null
 $M train --out "$W/llama_r" --resume 2>/dev/null
 smp=$($M sample --run "$W/llama" --prompt-tokens 5 --steps 4 2>/dev/null)
-if grep -q '"model_type": "llama"' "$W/llama/config.json" && ! grep -q "q_norm" "$W/llama/model.safetensors" && \
+if grep -q '"mhar_family": "llama"' "$W/llama/config.json" && ! grep -q "q_norm" "$W/llama/model.safetensors" && \
    cmp -s "$W/llama/model.safetensors" "$W/llama_r/model.safetensors" && [ "$(wc -w <<<"$smp")" = 5 ] && \
    $M inspect --run "$W/llama" | grep -q "^model: family llama, residual mhar H 4"; then
     pass family_llama_train_resume_sample_inspect
