@@ -261,6 +261,21 @@ def check_refusals(ctx):
     GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64, n_positions=32)).save_pretrained(gpt2)
     refuse(ctx, "refuse.unknown_architecture", ["import", "--hf", gpt2], w / "o_gpt2", ["gpt2", "config.json"])
 
+    # Config features mhar does not implement: refused naming them, never ignored.
+    single = w / "hf_qwen3_untied_f32"
+    for tag, edit, want in (("rope_yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ["yarn"]),
+                            ("rope_dynamic", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0,
+                                                                  "rope_theta": 10000.0}}, ["dynamic"]),
+                            ("attention_bias", {"attention_bias": True}, ["attention_bias"]),
+                            ("sliding_window", {"use_sliding_window": True}, ["use_sliding_window"])):
+        d = w / f"hf_{tag}"
+        shutil.copytree(single, d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg.pop("rope_parameters", None) if "rope_scaling" in edit else None
+        cfg.update(edit)
+        (d / "config.json").write_text(json.dumps(cfg))
+        refuse(ctx, f"refuse.{tag}", ["import", "--hf", d], w / f"o_{tag}", want + ["config.json"])
+
     sharded = w / "hf_qwen3_untied_bf16_sharded"
     shards = sorted(sharded.glob("model-*.safetensors"))
     index = json.loads((sharded / "model.safetensors.index.json").read_text())
