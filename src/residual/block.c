@@ -145,6 +145,7 @@ const ResidualScheme residual_block = {
     .needs_blocks = 1,
     .from_scratch = 1,
     .add_params = block_add_params,
+    .init_params = residual_init_route_queries,
     .act_floats = block_act_floats,
     .bind = block_bind,
     .read = block_read,

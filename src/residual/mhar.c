@@ -75,6 +75,7 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
         .default_heads = default_heads_,         \
         .from_scratch = 1,                       \
         .add_params = mhar_add_params,           \
+        .init_params = residual_init_route_queries, \
         .act_floats = mhar_act_floats,           \
         .bind = mhar_bind,                       \
         .read = mhar_read,                       \

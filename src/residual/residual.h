@@ -100,8 +100,13 @@ int residual_param(const Residual *r, const char *name, size_t *offset);
 // Routing sites (attnres, mhar, block): site s < 2L is sublayer s, s = 2L the
 // final read. Declares model.layers.{i}.{attn,mlp}_res_{proj,norm}.weight
 // (q [1, d] init 0, g [d] init 1; class PARAM_ROUTE) and, with_final,
-// model.final_res_*.
+// model.final_res_*. With route_query_init normal, q is INIT_CUSTOM instead.
 int residual_add_route_sites(ParamTable *t, const Config *c, int with_final);
+// The INIT_* of a routing query under c's route_query_init.
+int residual_route_query_init(const Config *c);
+// init_params of the routing schemes: N(0, 0.02) into every INIT_CUSTOM
+// routing tensor (the queries) when route_query_init is normal.
+void residual_init_route_queries(const ParamTable *t, const Config *c, float *params, Rng *rng);
 // Offsets of site s's query and key-norm weight.
 int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off);
 

@@ -39,6 +39,11 @@ static int build_config(const RunOptions *o, int data_vocab, Config *c) {
     }
     if (o->heads) c->attnres_num_heads = o->heads;
     if (o->blocks) c->attnres_num_blocks = o->blocks;
+    if (o->route_query_init[0]) {
+        c->route_query_init = config_query_init_find(o->route_query_init);
+        if (c->route_query_init < 0)
+            return mhar_fail("--route-query-init '%s' is unknown (expected zero or normal)", o->route_query_init);
+    }
     return config_validate(c, o->config[0] ? o->config : "command-line model options");
 }
 
