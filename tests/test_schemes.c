@@ -88,7 +88,7 @@ static int make_model(Model *m, const ResidualScheme *s, int b, int t) {
     Config c;
     if (tiny_config(s, g_family, &c) || model_create(m, &c)) return MHAR_ERR;
     perturb(m, 11);
-    return model_alloc_acts(m, b, t);
+    return model_alloc_grads(m) || model_alloc_acts(m, b, t);
 }
 
 static void tokens(int *tok, int *tgt, uint64_t seed) {

@@ -50,7 +50,7 @@ static int build_model(Model *m, const char *preset, const BenchScheme *s, int v
     c.attnres_num_blocks = s->blocks;
     if (model_create(m, &c)) return MHAR_ERR;
     model_init_weights(m, 1);
-    return model_alloc_acts(m, B, T);
+    return model_alloc_grads(m) || model_alloc_acts(m, B, T);
 }
 
 static int build(Model *m, AdamW *opt, const char *preset, const BenchScheme *s, int vocab, int B, int T) {

@@ -199,6 +199,7 @@ int train_launch(const TrainLaunch *l) {
     else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size))
         rc = mhar_fail("token files have vocabulary %d/%d, the model %d", train.vocab_size, val.vocab_size,
                        m.cfg.vocab_size);
+    if (!rc) rc = model_alloc_grads(&m);  // before dp_init, which reduces them in place
     if (!rc) rc = dp_init(&dp, comm, &m, st.opt.accum);
     if (!rc) rc = shard_optimizer(&dp, &full, &opt);
     if (!rc) rc = model_alloc_acts(&m, st.opt.batch, st.opt.seq);
