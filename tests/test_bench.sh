@@ -177,7 +177,7 @@ for s in j["shapes"]:
     assert abs(s["tok_ratio"] - m["tok_per_s"] / b["tok_per_s"]) < 1e-9 and s["estimated_gb"] > 0
     assert b["steps"] == m["steps"] == 1 and 0 < b["mfu"] and m["params"] > b["params"]
     # the Markdown row of the shape carries the same figures
-    row = f"| {s['sweep']} | {s['preset']} | {m['params'] / 1e6:.1f} | {s['batch']} | {s['seq']} | 1 | " \
+    row = f"| {s['sweep']} | {s['preset']} | {m['params'] / 1e6:.1f} | {s['batch']} | {s['seq']} | 1/1 | " \
           f"{b['tok_per_s']:.0f} | {m['tok_per_s']:.0f} | {s['tok_ratio']:.3f} |"
     assert row in md, row
 assert md.count("\n| preset |") + md.count("\n| seq |") == 4

@@ -106,7 +106,7 @@ static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double s
     MD("# mhar bench --scaling\n\nbaseline and mhar (H = %d), vocab %d, fp32, median of the timed steps after one "
        "warm-up; mfu against this machine's sgemm (%.1f GFLOP/s, 2048³). The whole grid took %.0f s.\n\n",
        p->heads, p->vocab, sgemm, seconds);
-    MD("| sweep | preset | params (M) | B | T | steps | baseline tok/s | mhar tok/s | mhar/baseline tok/s | "
+    MD("| sweep | preset | params (M) | B | T | steps (baseline/mhar) | baseline tok/s | mhar tok/s | mhar/baseline tok/s | "
        "baseline mfu | mhar mfu | baseline peak MB | mhar peak MB | mhar/baseline memory |\n");
     MD("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
@@ -117,8 +117,8 @@ static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double s
             continue;
         }
         const BenchSample *b = &s->s[0], *m = &s->s[1];
-        MD("| %s | %s | %.1f | %d | %d | %d | %.0f | %.0f | %.3f | %.1f%% | %.1f%% | %.0f | %.0f | %.3f |\n", s->sweep,
-           s->preset, m->params / 1e6, s->B, s->T, b->steps, b->tok_s, m->tok_s, m->tok_s / b->tok_s,
+        MD("| %s | %s | %.1f | %d | %d | %d/%d | %.0f | %.0f | %.3f | %.1f%% | %.1f%% | %.0f | %.0f | %.3f |\n", s->sweep,
+           s->preset, m->params / 1e6, s->B, s->T, b->steps, m->steps, b->tok_s, m->tok_s, m->tok_s / b->tok_s,
            100 * mfu(b, sgemm), 100 * mfu(m, sgemm), b->peak_mb, m->peak_mb, m->peak_mb / b->peak_mb);
     }
 #undef MD
