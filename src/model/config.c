@@ -103,6 +103,10 @@ static void set_defaults(Config *c) {
     c->n_eos_token_ids = 0;
 }
 
+const char *config_preset_name(int i) {
+    return i >= 0 && i < (int)(sizeof PRESETS / sizeof PRESETS[0]) ? PRESETS[i].name : NULL;
+}
+
 int config_preset(const char *name, Config *c) {
     for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
         const Preset *p = &PRESETS[i];

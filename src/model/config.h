@@ -51,6 +51,8 @@ typedef struct {
 // (to be set from data), family qwen3, residual "baseline". MHAR_ERR for an
 // unknown name.
 int config_preset(const char *name, Config *c);
+// The name of preset i in size order (nano first), NULL past the last.
+const char *config_preset_name(int i);
 // Parse and validate an HF-style config.json. Errors name the file and key.
 int config_load(const char *path, Config *c);
 // The same from the text[0..n) of a config.json (need not be NUL-terminated);

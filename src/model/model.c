@@ -485,3 +485,27 @@ void model_free(Model *m) {
     ptable_free(&m->table);
     memset(m, 0, sizeof *m);
 }
+
+// ---------------------------------------------------------------------------
+// The memory of a training step, known before any of it is allocated
+
+double model_train_bytes(const Config *cfg, int B, int T) {
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.scheme = residual_find(cfg->attnres_mode);
+    if (config_validate(cfg, "model config") || !m.scheme || model_check_batch(cfg, B, T)) return -1;
+    double bytes = -1;
+    m.layers = mhar_alloc(sizeof(LayerOffsets) * cfg->num_hidden_layers);
+    m.attn = mhar_alloc(sizeof(AttnActs) * cfg->num_hidden_layers);
+    m.mlp = mhar_alloc(sizeof(MlpActs) * cfg->num_hidden_layers);
+    m.ctx = ops_open();
+    if (m.layers && m.attn && m.mlp && m.ctx && !build_table(&m)) {
+        m.B = B; m.T = T;
+        Carver cv = {NULL, 0, 1, 0};  // a dry run of model_alloc_acts' carving
+        carve_all(&m, &cv);
+        bytes = sizeof(float) * (4.0 * (double)m.table.total + cv.total);  // params, grads, AdamW's m and v
+    }
+    model_free(&m);
+    return bytes;
+}

@@ -116,3 +116,8 @@ const float *model_decode_step(Model *m, KVCache *kv, int token, int pos);
 // FLOPs of one training token (forward + backward): 6·params + the
 // attention score/value products 12·L·nh·hd·T (PaLM's convention).
 double model_train_flops_per_token(const Model *m, int T);
+// Bytes a training step of cfg on B x T holds: parameters, gradients, the
+// activation arena and AdamW's two moments, from the same table and carving
+// as model_create and model_alloc_acts, with nothing allocated; -1 for a
+// config or batch they would refuse.
+double model_train_bytes(const Config *cfg, int B, int T);

@@ -57,6 +57,30 @@ int residual_check_shape(const ResidualScheme *s, int heads, int blocks, int d, 
     return MHAR_OK;
 }
 
+int residual_route_bytes(const ResidualScheme *s, const Config *c, int n_tok, RouteBytes *out) {
+    *out = (RouteBytes){0, 0};
+    if (!s->route_bytes) return 0;
+    *out = s->route_bytes(c, n_tok);
+    if (!s->sets_source_grads)  // model_backward zeroes every dsources row first
+        route_bytes_add(out, 0, (2.0 * c->num_hidden_layers + 1) * n_tok * c->hidden_size);
+    return 1;
+}
+
+void route_bytes_add(RouteBytes *b, double read, double write) {
+    b->read += 4 * read;
+    b->write += 8 * write;
+}
+
+// route_forward reads the n_src rows and writes x (one row) and w [n_src,
+// n, H]. route_backward's first pass reads the rows, w and dx; its second
+// re-reads a token's rows from L1/L2 (n_src·d floats) while it updates, or
+// for the first site to touch them writes, the n_src source-gradient rows.
+void route_bytes_site(RouteBytes *b, int n_src, int n_tok, int d, int H) {
+    const double row = (double)n_tok * d, w = (double)n_src * n_tok * H;
+    route_bytes_add(b, n_src * row, row + w);               // forward
+    route_bytes_add(b, n_src * row + w + row, n_src * row); // backward
+}
+
 void residual_free_priv(Residual *r) { mhar_free(r->priv); }
 
 void residual_release(Residual *r) {

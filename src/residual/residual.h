@@ -19,6 +19,20 @@ typedef enum {
     HEADS_ANY,    // H >= 1 dividing the width
 } HeadsRule;
 
+// The memory traffic of a scheme's depth kernels in one training step (the
+// forward and backward of one micro-batch of n_tok tokens, fp32): what its
+// read, write and their backwards must move, derived from how those kernels
+// access memory. Compulsory traffic only: each pass streams its rows once
+// and nothing is assumed to stay in cache from one pass to the next (true
+// where a [n_tok, d] row is much larger than the last-level cache).
+//   read   bytes of the rows a pass only reads: 4 per float;
+//   write  bytes of the rows a pass writes or updates: 8 per float, since a
+//          line is read before it is written (by the update itself, or by
+//          the write-allocate of a plain store) and then written back.
+// mhar bench divides them by the measured bandwidths (read by stream_sum's,
+// write by vec_scale_acc's, counted the same way) for a time floor.
+typedef struct { double read, write; } RouteBytes;
+
 typedef struct {
     const char *name;   // attnres_mode value
     const char *summary;  // one line for --help and error messages
@@ -52,6 +66,10 @@ typedef struct {
     const float *(*route_weights)(const Residual *r, int s, int *n_src);
     // Free what bind allocated (r->priv); NULL when bind allocates nothing.
     void (*release)(Residual *r);
+    // Its kernels' memory traffic per training step (RouteBytes above; the
+    // model's zeroing of dsources is added by residual_route_bytes). NULL:
+    // not modelled.
+    RouteBytes (*route_bytes)(const Config *c, int n_tok);
 } ResidualScheme;
 
 struct Residual {
@@ -90,6 +108,16 @@ int residual_is_routed(const ResidualScheme *s);
 // Check H and N against the scheme's rules for a model of width d and L
 // layers; on failure mhar_fail names `origin` and the field.
 int residual_check_shape(const ResidualScheme *s, int heads, int blocks, int d, int L, const char *origin);
+// The traffic of scheme s per training step of n_tok tokens into *out,
+// including the model's zeroing of the 2L+1 dsources rows when the scheme
+// does not set them itself: 1, or 0 (*out zeroed) when s does not model it.
+int residual_route_bytes(const ResidualScheme *s, const Config *c, int n_tok, RouteBytes *out);
+// Add a pass that reads `read` floats and writes (or updates) `write` floats.
+void route_bytes_add(RouteBytes *b, double read, double write);
+// Add one routing site over n_src sources, forward and backward
+// (route_forward, then route_backward or route_backward_set).
+void route_bytes_site(RouteBytes *b, int n_src, int n_tok, int d, int H);
+
 // Release the scheme's bound state (scheme->release, if any).
 void residual_release(Residual *r);
 // The release of a scheme whose bind made r->priv with one mhar_alloc.
