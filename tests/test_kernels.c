@@ -106,8 +106,9 @@ static void test_attention_causal(int B, int T, int nh, int nkv, int hd, int t0)
         for (size_t e = ((size_t)b * T + t0) * krow; e < (size_t)(b + 1) * T * krow; e++)
             k2[e] = 50 * rng_normal(&rng), v2[e] = 1e4f * rng_normal(&rng);
     float *y = fnew(nq), *y2 = fnew(nq), *lse = fnew(nl), *lse2 = fnew(nl);
-    attention_forward(ctx, y, lse, q, k, v, B, T, nh, nkv, hd);
-    attention_forward(ctx, y2, lse2, q, k2, v2, B, T, nh, nkv, hd);
+    float *scratch = attention_scratch(B, T, nkv, hd);
+    attention_forward(ctx, y, lse, scratch, q, k, v, B, T, nh, nkv, hd);
+    attention_forward(ctx, y2, lse2, scratch, q, k2, v2, B, T, nh, nkv, hd);
     int past_same = 1;
     for (int b = 0; b < B; b++) {
         past_same &= same_bits(y + (size_t)b * T * qrow, y2 + (size_t)b * T * qrow, (size_t)t0 * qrow);
@@ -120,7 +121,6 @@ static void test_attention_causal(int B, int T, int nh, int nkv, int hd, int t0)
     for (int b = 0; b < B; b++)
         memset(dy + ((size_t)b * T + t0) * qrow, 0, sizeof(float) * (size_t)(T - t0) * qrow);
     float *dq = fnew(nq), *dq2 = fnew(nq), *dk = fnew(nk), *dv = fnew(nk), *dk2 = fnew(nk), *dv2 = fnew(nk);
-    float *scratch = attention_scratch(B, T, nkv, hd);
     attention_backward(ctx, dq, dk, dv, scratch, dy, y, lse, q, k, v, B, T, nh, nkv, hd);
     attention_backward(ctx, dq2, dk2, dv2, scratch, dy, y2, lse2, q, k2, v2, B, T, nh, nkv, hd);
     int future_zero = 1, dq_same = 1;
@@ -146,7 +146,9 @@ static void test_attention_uniform(int B, int T, int nh, int nkv, int hd) {
     float *q = frandn(nq, 2), *k = fnew(nk), *v = frandn(nk, 1), *y = fnew(nq), *lse = fnew(nl);
     float *key = frandn((size_t)nkv * hd, 1);
     for (size_t t = 0; t < (size_t)B * T; t++) memcpy(k + t * nkv * hd, key, sizeof(float) * nkv * hd);
-    attention_forward(ctx, y, lse, q, k, v, B, T, nh, nkv, hd);
+    float *scratch = attention_scratch(B, T, nkv, hd);
+    attention_forward(ctx, y, lse, scratch, q, k, v, B, T, nh, nkv, hd);
+    free(scratch);
     double lse_err = 0, y_err = 0, lse_max = 0, y_max = 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < nh; h++) {
@@ -182,8 +184,9 @@ static void test_attention_threads(int T, int nh, int hd) {
     const int B = 1, nkv = 1;
     size_t nq = (size_t)T * nh * hd, nk = (size_t)T * hd, nl = (size_t)nh * T;
     float *q = frandn(nq, 2), *k = frandn(nk, 2), *v = frandn(nk, 1), *dy = frandn(nq, 1);
-    float *y = fnew(nq), *lse = fnew(nl);
-    attention_forward(ctx, y, lse, q, k, v, B, T, nh, nkv, hd);
+    float *y = fnew(nq), *lse = fnew(nl), *fscratch = attention_scratch(B, T, nkv, hd);
+    attention_forward(ctx, y, lse, fscratch, q, k, v, B, T, nh, nkv, hd);
+    free(fscratch);
     const int saved = ops_threads(), counts[3] = {1, 3, 1};
     float *g[3][3];
     for (int run = 0; run < 3; run++) {

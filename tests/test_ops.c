@@ -150,8 +150,10 @@ static void rope_bwd(Backend *be, Case *c) {
 }
 
 static void attention_fwd(Backend *be, Case *c) {
-    attention_forward(be->ctx, c->out[0], c->out[1], c->in[0], c->in[1], c->in[2], c->p[0], c->p[1], c->p[2],
-                      c->p[3], c->p[4]);
+    float *scratch = scratch_nan(attention_scratch_floats(be->ctx, c->p[0], c->p[1], c->p[3], c->p[4]));
+    attention_forward(be->ctx, c->out[0], c->out[1], scratch, c->in[0], c->in[1], c->in[2], c->p[0], c->p[1],
+                      c->p[2], c->p[3], c->p[4]);
+    free(scratch);
 }
 static void attention_bwd(Backend *be, Case *c) {
     float *scratch = scratch_nan(attention_scratch_floats(be->ctx, c->p[0], c->p[1], c->p[3], c->p[4]));

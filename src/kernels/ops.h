@@ -82,14 +82,15 @@ void rope_backward(OpsContext *ctx, float *dx, int B, int T, int n_heads, int hd
 // -> y [B, T, nh, hd], lse [B, nh, T]: the log-sum-exp of each query row's
 // scaled causal scores, saved with y for the backward (no T×T
 // probabilities are stored). Scale 1/sqrt(hd).
-void attention_forward(OpsContext *ctx, float *y, float *lse, const float *q, const float *k,
+// scratch (both passes): attention_scratch_floats(ctx, B, T, nkv, hd)
+// floats, linear in T (kᵀ, vᵀ, tiles per thread, and dk/dv partials when
+// B·nkv is below the thread count); sized for the threads of the call, as
+// route_scratch_floats.
+size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd);
+void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd);
 // dy [B, T, nh, hd], with the forward's y and lse -> dq [B, T, nh, hd], dk,
 // dv [B, T, nkv, hd] (overwritten). The probabilities are recomputed per tile.
-// scratch: attention_scratch_floats(ctx, B, T, nkv, hd) floats, linear in T
-// (tiles per thread, and dk/dv partials when B·nkv is below the thread
-// count); sized for the threads of the call, as route_scratch_floats.
-size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd);
 void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float *scratch,
                         const float *dy, const float *y, const float *lse, const float *q,
                         const float *k, const float *v, int B, int T, int nh,

@@ -230,7 +230,7 @@ static void attention_sublayer_forward(Model *m, int l, const float *x, float *o
     }
     rope_forward(m->ctx, a->q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
     rope_forward(m->ctx, a->k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
-    attention_forward(m->ctx, a->y, a->lse, a->q, a->k, a->v, B, T, nh, nkv, hd);
+    attention_forward(m->ctx, a->y, a->lse, m->att_scratch, a->q, a->k, a->v, B, T, nh, nkv, hd);
     matmul_forward(m->ctx, out, a->y, P(m, o->wo), n, nh * hd, d);
 }
 

@@ -2,12 +2,15 @@
 // The forward runs an online softmax over key tiles: per query row a running
 // max and normaliser, the output rescaled when the max grows; it saves only
 // y and each row's log-sum-exp. The backward recomputes every tile's
-// probabilities from q, k and that lse. Memory is linear in T: per thread a
-// few ATT_BQ × ATT_BK tiles, and, when there are fewer (batch, kv head)
-// groups than threads, per-split dk/dv partials of [T, hd].
+// probabilities from q, k and that lse. Memory is linear in T: kᵀ (and vᵀ
+// for the backward), a few ATT_BQ × ATT_BK tiles per thread and, when there
+// are fewer (batch, kv head) groups than threads, per-split dk/dv partials.
 // Tiles above the diagonal are skipped, diagonal ones masked per row. Every
 // product is a cblas_sgemm on a tile, which OpenBLAS (openmp build) runs
-// single-threaded inside a parallel region.
+// single-threaded inside a parallel region. k and v are transposed once per
+// call so that no product has the form A·Bᵀ: OpenBLAS repacks both operands
+// of that one on every call (no small-matrix kernel), ~1.5x the time of
+// A·B or Aᵀ·B at 64³.
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -22,12 +25,12 @@ static inline int omp_get_max_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
-// Query rows × keys of a tile. 64 × 64 measured fastest on AVX-512 (see
-// README, Performance): larger tiles leave L1 and the diagonal tiles, half
-// wasted, cost more.
-enum { ATT_BQ = 64, ATT_BK = 64 };
+// Query rows × keys of a tile (README, Performance: 64 × 64 measured
+// against 128-wide tiles).
+enum { ATT_BQ = 64, ATT_BK = 64, ATT_TB = 16 };
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 // Keys of the tile [j0, j0 + nk) that query token t sees (keys ≤ t).
 static inline int causal_cols(int t, int j0, int nk) {
@@ -42,19 +45,91 @@ SIMD_MAX_M
     return m;
 }
 
+// ---- the scratch --------------------------------------------------------------------
+
+// Per thread: the tiles P, dS [ATT_BQ, ATT_BK] and D [ATT_BQ], rounded to 64
+// bytes so the threads' slices share no cache line.
+static size_t thread_floats(void) { return round16((size_t)2 * ATT_BQ * ATT_BK + ATT_BQ); }
+
+// Splits of one (batch, kv head)'s query tiles in the backward: 1 when the
+// groups alone give every thread work, else enough to give each thread one.
+// Each split sums into its own dk/dv partials, added afterwards in split order.
+static int backward_splits(int groups, int n_tiles) {
+    const int threads = omp_get_max_threads();
+    const int s = groups >= threads ? 1 : (threads + groups - 1) / groups;
+    return imin(s, n_tiles);
+}
+
+// First query tile of split s of n: tile t costs ∝ t + 1 (the keys it
+// sees), so tiles [0, t) cost ∝ t²: equal shares end at n_tiles·sqrt(s/n).
+static int split_begin(int s, int n, int n_tiles) { return (int)lround(n_tiles * sqrt((double)s / n)); }
+
+typedef struct {
+    float *kt, *vt;       // [B·nkv, key tiles, hd, ATT_BK]: k, v transposed by key tile (vt: backward only)
+    float *tiles;         // [threads][thread_floats()]
+    float *partials;      // [B·nkv, splits, 2, T, hd] dk, dv per split (splits > 1)
+    int splits;
+} Scratch;
+
+// Floats of one group's kt: whole key tiles, each [hd, ATT_BK] contiguous
+// (a row stride of T, often a power of two, would map a tile's rows onto a
+// few cache sets).
+static size_t kt_floats(int T, int hd) { return (size_t)((T + ATT_BK - 1) / ATT_BK) * hd * ATT_BK; }
+
+static Scratch scratch_layout(float *base, int B, int T, int nkv, int hd) {
+    const size_t kv = round16((size_t)B * nkv * kt_floats(T, hd));
+    Scratch s = {base, base + kv, base + 2 * kv, NULL, backward_splits(B * nkv, (T + ATT_BQ - 1) / ATT_BQ)};
+    s.partials = s.tiles + (size_t)omp_get_max_threads() * thread_floats();
+    return s;
+}
+
+// Sized for omp_get_max_threads() threads: call it under the thread count
+// attention_forward and attention_backward will run with.
+size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd) {
+    (void)ctx;
+    Scratch s = scratch_layout(NULL, B, T, nkv, hd);
+    const size_t partials = s.splits > 1 ? (size_t)B * nkv * s.splits * 2 * T * hd : 0;
+    return (size_t)(s.partials - s.kt) + partials;
+}
+
+// dst [n, m] (row stride ldd) = srcᵀ, src [m, n] (row stride lds), by
+// ATT_TB-square blocks: row by row, each destination row would be written
+// one float per cache line.
+static void transpose(float *restrict dst, int ldd, const float *restrict src, int lds, int m, int n) {
+    for (int r0 = 0; r0 < m; r0 += ATT_TB)
+        for (int c0 = 0; c0 < n; c0 += ATT_TB) {
+            const int r1 = imin(m, r0 + ATT_TB), c1 = imin(n, c0 + ATT_TB);
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+        }
+}
+
+// xt [B·nkv, key tiles, hd, ATT_BK] = x [B, T, nkv, hd], each head's key
+// tiles transposed (the columns past T of the last tile are left alone)
+static void transpose_heads(float *xt, const float *x, int B, int T, int nkv, int hd) {
+    const int n_tiles = (T + ATT_BK - 1) / ATT_BK, ld = nkv * hd;
+#pragma omp parallel for schedule(static)
+    for (long task = 0; task < (long)B * nkv * n_tiles; task++) {
+        const int bg = (int)(task / n_tiles), j = (int)(task % n_tiles), b = bg / nkv, g = bg % nkv;
+        transpose(xt + (size_t)bg * kt_floats(T, hd) + (size_t)j * hd * ATT_BK, ATT_BK,
+                  x + ((size_t)b * T + (size_t)j * ATT_BK) * ld + (size_t)g * hd, ld, imin(ATT_BK, T - j * ATT_BK),
+                  hd);
+    }
+}
+
 // ---- forward ------------------------------------------------------------------------
 
 // One query tile of one head, tokens [i0, i0 + mq): Q, Y [mq, hd] (row
-// stride ldq); K, V [i0 + mq, hd] (stride ldk) -> Y, lse [mq].
-static void forward_tile(float *Y, float *lse, const float *Q, const float *K, const float *V, int i0, int mq,
+// stride ldq); Kt as kt holds one group, V [T, hd] (stride ldk) -> Y, lse [mq].
+static void forward_tile(float *Y, float *lse, const float *Q, const float *Kt, const float *V, int i0, int mq,
                          int hd, int ldq, int ldk, float scale) {
     float S[ATT_BQ * ATT_BK], m[ATT_BQ], l[ATT_BQ];
     const int i1 = i0 + mq;
     for (int j0 = 0; j0 < i1; j0 += ATT_BK) {
         const int nk = imin(ATT_BK, i1 - j0);
         // S [mq, nk] = scale · Q · K[j0 : j0 + nk]ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mq, nk, hd, scale, Q, ldq, K + (size_t)j0 * ldk,
-                    ldk, 0.0f, S, ATT_BK);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq, Kt + (size_t)j0 * hd,
+                    ATT_BK, 0.0f, S, ATT_BK);
         for (int a = 0; a < mq; a++) {
             float *restrict p = S + (size_t)a * ATT_BK;
             const int n = causal_cols(i0 + a, j0, nk);  // >= 1 in the first tile: key 0 is seen by all
@@ -92,61 +167,37 @@ static void forward_tile(float *Y, float *lse, const float *Q, const float *K, c
 // the k/v tiles they share stay in cache. Tasks are handed out largest first
 // (the last query tile sees the most keys), dynamically; a task's result
 // does not depend on the thread that runs it.
-void attention_forward(OpsContext *ctx, float *y, float *lse, const float *q, const float *k, const float *v,
-                       int B, int T, int nh, int nkv, int hd) {
+void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
+                       const float *v, int B, int T, int nh, int nkv, int hd) {
     (void)ctx;
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
     const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
     const float scale = 1.0f / sqrtf((float)hd);
+    const Scratch sc = scratch_layout(scratch, B, T, nkv, hd);
+    transpose_heads(sc.kt, k, B, T, nkv, hd);
 #pragma omp parallel for schedule(dynamic)
     for (long task = 0; task < (long)groups * n_tiles; task++) {
         const int qt = n_tiles - 1 - (int)(task / groups), bg = (int)(task % groups);
         const int b = bg / nkv, g = bg % nkv, i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
-        const size_t ko = (size_t)b * T * ldk + (size_t)g * hd;
+        const float *Kt = sc.kt + (size_t)bg * kt_floats(T, hd), *V = v + (size_t)b * T * ldk + (size_t)g * hd;
         for (int r = 0; r < rep; r++) {
             const int h = g * rep + r;
             const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
-            forward_tile(y + qo, lse + ((size_t)b * nh + h) * T + i0, q + qo, k + ko, v + ko, i0, mq, hd, ldq,
-                         ldk, scale);
+            forward_tile(y + qo, lse + ((size_t)b * nh + h) * T + i0, q + qo, Kt, V, i0, mq, hd, ldq, ldk,
+                         scale);
         }
     }
 }
 
 // ---- backward -----------------------------------------------------------------------
 
-// Per thread: the tiles P and dS [ATT_BQ, ATT_BK] and D [ATT_BQ], rounded to
-// 64 bytes so the threads' slices share no cache line.
-static size_t thread_floats(void) { return ((size_t)2 * ATT_BQ * ATT_BK + ATT_BQ + 15) / 16 * 16; }
-
-// Splits of one (batch, kv head)'s query tiles: 1 when the groups alone
-// keep every thread busy, else enough to give each thread one. Each split
-// sums into its own dk/dv partials, reduced afterwards in split order.
-static int backward_splits(int groups, int n_tiles) {
-    const int threads = omp_get_max_threads();
-    const int s = groups >= threads ? 1 : (threads + groups - 1) / groups;
-    return imin(s, n_tiles);
-}
-
-// First query tile of split s of n: tile t costs ∝ t + 1 (the keys it
-// sees), so tiles [0, t) cost ∝ t²: equal shares end at n_tiles·sqrt(s/n).
-static int split_begin(int s, int n, int n_tiles) { return (int)lround(n_tiles * sqrt((double)s / n)); }
-
-// Sized for omp_get_max_threads() threads: call it under the thread count
-// attention_backward will run with.
-size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd) {
-    (void)ctx;
-    const int groups = B * nkv, splits = backward_splits(groups, (T + ATT_BQ - 1) / ATT_BQ);
-    const size_t partials = splits > 1 ? (size_t)groups * splits * 2 * T * hd : 0;
-    return (size_t)omp_get_max_threads() * thread_floats() + partials;
-}
-
 // One query tile of one query head, tokens [i0, i0 + mq), against keys
-// [0, i0 + mq): dY, Y, Q [mq, hd] (stride ldq), lse [mq], K, V (stride ldk)
-// -> dQ [mq, hd] (stride ldq, overwritten); dK, dV (stride ldd) accumulate.
-// tile: thread_floats() of scratch.
+// [0, i0 + mq): dY, Y, Q [mq, hd] (stride ldq), lse [mq]; K (stride ldk),
+// Kt, Vt as kt, vt hold one group -> dQ [mq, hd] (stride ldq, overwritten); dK,
+// dV (stride ldd) accumulate. tile: thread_floats() of scratch.
 static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile, const float *dY, const float *Y,
-                          const float *lse, const float *Q, const float *K, const float *V, int i0, int mq, int hd,
-                          int ldq, int ldk, float scale) {
+                          const float *lse, const float *Q, const float *K, const float *Kt, const float *Vt,
+                          int i0, int mq, int hd, int ldq, int ldk, float scale) {
     float *P = tile, *dS = P + ATT_BQ * ATT_BK, *D = dS + ATT_BQ * ATT_BK;
     // D_a = ⟨dy_a, y_a⟩ = Σ_c P_ac dP_ac: the softmax gradient's row term
     for (int a = 0; a < mq; a++) {
@@ -159,10 +210,11 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
     const int i1 = i0 + mq;
     for (int j0 = 0; j0 < i1; j0 += ATT_BK) {
         const int nk = imin(ATT_BK, i1 - j0);
-        const float *Kj = K + (size_t)j0 * ldk, *Vj = V + (size_t)j0 * ldk;
-        // S = scale · Q · Kjᵀ into P; dP = dY · Vjᵀ into dS (both [mq, nk])
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mq, nk, hd, scale, Q, ldq, Kj, ldk, 0.0f, P, ATT_BK);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mq, nk, hd, 1.0f, dY, ldq, Vj, ldk, 0.0f, dS, ATT_BK);
+        // S = scale · Q · K[j0:]ᵀ into P; dP = dY · V[j0:]ᵀ into dS (both [mq, nk])
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq, Kt + (size_t)j0 * hd,
+                    ATT_BK, 0.0f, P, ATT_BK);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, 1.0f, dY, ldq, Vt + (size_t)j0 * hd,
+                    ATT_BK, 0.0f, dS, ATT_BK);
         for (int a = 0; a < mq; a++) {
             float *restrict p = P + (size_t)a * ATT_BK, *restrict ds = dS + (size_t)a * ATT_BK;
             const int n = causal_cols(i0 + a, j0, nk);
@@ -179,13 +231,13 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
         // exactly 0, but dP and D, the same dot summed in two orders, would
         // leave rounding noise (dq and dk of T = 1 must be 0, not 1e-8).
         if (i0 == 0 && j0 == 0) dS[0] = 0.0f;
-        // dVj += Pᵀ · dY; dKj += scale · dSᵀ · Q; dQ (+)= scale · dS · Kj
+        // dV[j0:] += Pᵀ · dY; dK[j0:] += scale · dSᵀ · Q; dQ (+)= scale · dS · K[j0:]
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, 1.0f, P, ATT_BK, dY, ldq, 1.0f,
                     dV + (size_t)j0 * ldd, ldd);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, scale, dS, ATT_BK, Q, ldq, 1.0f,
                     dK + (size_t)j0 * ldd, ldd);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, scale, dS, ATT_BK, Kj, ldk,
-                    j0 ? 1.0f : 0.0f, dQ, ldq);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, scale, dS, ATT_BK, K + (size_t)j0 * ldk,
+                    ldk, j0 ? 1.0f : 0.0f, dQ, ldq);
     }
 }
 
@@ -204,20 +256,24 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
                         int T, int nh, int nkv, int hd) {
     (void)ctx;
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
-    const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ, splits = backward_splits(groups, n_tiles);
+    const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *partials = scratch + (size_t)omp_get_max_threads() * thread_floats();
+    const Scratch sc = scratch_layout(scratch, B, T, nkv, hd);
+    const int splits = sc.splits;
     const size_t part_floats = (size_t)T * hd;  // one of dk, dv of one split
+    transpose_heads(sc.kt, k, B, T, nkv, hd);
+    transpose_heads(sc.vt, v, B, T, nkv, hd);
 #pragma omp parallel for schedule(dynamic)
     for (int task = 0; task < groups * splits; task++) {
         const int bg = task / splits, s = task % splits, b = bg / nkv, g = bg % nkv;
         const int qt0 = split_begin(s, splits, n_tiles), qt1 = split_begin(s + 1, splits, n_tiles);
         const int keys = imin(T, qt1 * ATT_BQ);  // the keys this split's queries see
-        float *tile = scratch + (size_t)omp_get_thread_num() * thread_floats();
+        float *tile = sc.tiles + (size_t)omp_get_thread_num() * thread_floats();
         const size_t ko = (size_t)b * T * ldk + (size_t)g * hd;
+        const float *Kt = sc.kt + (size_t)bg * kt_floats(T, hd), *Vt = sc.vt + (size_t)bg * kt_floats(T, hd);
         float *dK = dk + ko, *dV = dv + ko;
         int ldd = ldk;
-        if (splits > 1) dK = partials + 2 * part_floats * task, dV = dK + part_floats, ldd = hd;
+        if (splits > 1) dK = sc.partials + 2 * part_floats * task, dV = dK + part_floats, ldd = hd;
         zero_rows(dK, keys, hd, ldd);
         zero_rows(dV, keys, hd, ldd);
         for (int r = 0; r < rep; r++) {
@@ -226,7 +282,7 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
                 const int i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
                 const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
                 backward_tile(dq + qo, dK, dV, ldd, tile, dy + qo, y + qo, lse + ((size_t)b * nh + h) * T + i0,
-                              q + qo, k + ko, v + ko, i0, mq, hd, ldq, ldk, scale);
+                              q + qo, k + ko, Kt, Vt, i0, mq, hd, ldq, ldk, scale);
             }
         }
     }
@@ -235,14 +291,14 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
 #pragma omp parallel for schedule(static)
     for (long row = 0; row < (long)groups * T; row++) {
         const int bg = (int)(row / T), t = (int)(row % T), b = bg / nkv, g = bg % nkv;
-        float *dkr = dk + ((size_t)b * T + t) * ldk + (size_t)g * hd, *dvr = dv + ((size_t)b * T + t) * ldk + (size_t)g * hd;
-        memset(dkr, 0, sizeof(float) * (size_t)hd);
-        memset(dvr, 0, sizeof(float) * (size_t)hd);
+        const size_t o = ((size_t)b * T + t) * ldk + (size_t)g * hd;
+        memset(dk + o, 0, sizeof(float) * (size_t)hd);
+        memset(dv + o, 0, sizeof(float) * (size_t)hd);
         for (int s = 0; s < splits; s++) {
             if (t >= imin(T, split_begin(s + 1, splits, n_tiles) * ATT_BQ)) continue;
-            const float *pk = partials + 2 * part_floats * ((size_t)bg * splits + s) + (size_t)t * hd;
+            const float *pk = sc.partials + 2 * part_floats * ((size_t)bg * splits + s) + (size_t)t * hd;
             const float *pv = pk + part_floats;
-            for (int e = 0; e < hd; e++) dkr[e] += pk[e], dvr[e] += pv[e];
+            for (int e = 0; e < hd; e++) dk[o + e] += pk[e], dv[o + e] += pv[e];
         }
     }
 }
