@@ -256,10 +256,12 @@ int main(void) {
     test_matmul_din_null(1, 7, 1);
     test_rope(2, 13, 3, 32, 0);
     test_rope(3, 29, 2, 64, 17);
-    // tile edges (64), GQA 1, 2, 4, hd 16, 64, 128; t0 inside a tile and on its edge
+    // tile edges (64 query rows, 128 keys), GQA 1, 2, 4, hd 16, 64, 128; t0
+    // inside a tile and on either tile's edge
     test_attention_causal(2, 37, 4, 2, 32, 20);
     test_attention_causal(2, 130, 2, 2, 64, 64);
     test_attention_causal(1, 200, 4, 1, 16, 129);
+    test_attention_causal(1, 300, 2, 1, 32, 128);
     test_attention_causal(3, 67, 4, 4, 128, 65);
     test_attention_causal(1, 1, 2, 1, 16, 0);
     test_attention_uniform(2, 37, 4, 2, 32);

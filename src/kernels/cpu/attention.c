@@ -25,9 +25,14 @@ static inline int omp_get_max_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
-// Query rows × keys of a tile (README, Performance: 64 × 64 measured
-// against 128-wide tiles).
-enum { ATT_BQ = 64, ATT_BK = 64, ATT_TB = 16 };
+// Query rows × keys of a tile, chosen by measurement (README, "Attention
+// without T×T storage"): against 64 × 64 the wider key tile repacks each
+// query tile fewer times where OpenBLAS has no small-matrix kernels
+// (OPENBLAS_CORETYPE=Haswell: backward 0.6x the time at 100m's T 512) and
+// costs nothing where it has them; 128 query rows were slower on both.
+// ATT_LD: the row stride of tiles and of kt's blocks, padded off a power of
+// two (rows 1 KiB apart would fall into a few cache sets).
+enum { ATT_BQ = 64, ATT_BK = 128, ATT_LD = ATT_BK + 16, ATT_TB = 16 };
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -47,9 +52,10 @@ SIMD_MAX_M
 
 // ---- the scratch --------------------------------------------------------------------
 
-// Per thread: the tiles P, dS [ATT_BQ, ATT_BK] and D [ATT_BQ], rounded to 64
-// bytes so the threads' slices share no cache line.
-static size_t thread_floats(void) { return round16((size_t)2 * ATT_BQ * ATT_BK + ATT_BQ); }
+// Per thread: forward S [ATT_BQ, ATT_BK] and the row max and sum [ATT_BQ]
+// each; backward P, dS [ATT_BQ, ATT_BK] and D [ATT_BQ] (rows ATT_LD apart),
+// rounded to 64 bytes so the threads' slices share no cache line.
+static size_t thread_floats(void) { return round16((size_t)2 * ATT_BQ * ATT_LD + 2 * ATT_BQ); }
 
 // Splits of one (batch, kv head)'s query tiles in the backward: 1 when the
 // groups alone give every thread work, else enough to give each thread one.
@@ -65,16 +71,16 @@ static int backward_splits(int groups, int n_tiles) {
 static int split_begin(int s, int n, int n_tiles) { return (int)lround(n_tiles * sqrt((double)s / n)); }
 
 typedef struct {
-    float *kt, *vt;       // [B·nkv, key tiles, hd, ATT_BK]: k, v transposed by key tile (vt: backward only)
+    float *kt, *vt;       // [B·nkv, key tiles, hd, ATT_LD]: k, v transposed by key tile (vt: backward only)
     float *tiles;         // [threads][thread_floats()]
     float *partials;      // [B·nkv, splits, 2, T, hd] dk, dv per split (splits > 1)
     int splits;
 } Scratch;
 
-// Floats of one group's kt: whole key tiles, each [hd, ATT_BK] contiguous
-// (a row stride of T, often a power of two, would map a tile's rows onto a
-// few cache sets).
-static size_t kt_floats(int T, int hd) { return (size_t)((T + ATT_BK - 1) / ATT_BK) * hd * ATT_BK; }
+// Floats of one group's kt: whole key tiles, each [hd, ATT_BK] in a block
+// of its own at row stride ATT_LD (the stride T, often a power of two,
+// would map a tile's rows onto a few cache sets).
+static size_t kt_floats(int T, int hd) { return (size_t)((T + ATT_BK - 1) / ATT_BK) * hd * ATT_LD; }
 
 static Scratch scratch_layout(float *base, int B, int T, int nkv, int hd) {
     const size_t kv = round16((size_t)B * nkv * kt_floats(T, hd));
@@ -104,14 +110,14 @@ static void transpose(float *restrict dst, int ldd, const float *restrict src, i
         }
 }
 
-// xt [B·nkv, key tiles, hd, ATT_BK] = x [B, T, nkv, hd], each head's key
+// xt [B·nkv, key tiles, hd, ATT_LD] = x [B, T, nkv, hd], each head's key
 // tiles transposed (the columns past T of the last tile are left alone)
 static void transpose_heads(float *xt, const float *x, int B, int T, int nkv, int hd) {
     const int n_tiles = (T + ATT_BK - 1) / ATT_BK, ld = nkv * hd;
 #pragma omp parallel for schedule(static)
     for (long task = 0; task < (long)B * nkv * n_tiles; task++) {
         const int bg = (int)(task / n_tiles), j = (int)(task % n_tiles), b = bg / nkv, g = bg % nkv;
-        transpose(xt + (size_t)bg * kt_floats(T, hd) + (size_t)j * hd * ATT_BK, ATT_BK,
+        transpose(xt + (size_t)bg * kt_floats(T, hd) + (size_t)j * hd * ATT_LD, ATT_LD,
                   x + ((size_t)b * T + (size_t)j * ATT_BK) * ld + (size_t)g * hd, ld, imin(ATT_BK, T - j * ATT_BK),
                   hd);
     }
@@ -121,17 +127,18 @@ static void transpose_heads(float *xt, const float *x, int B, int T, int nkv, in
 
 // One query tile of one head, tokens [i0, i0 + mq): Q, Y [mq, hd] (row
 // stride ldq); Kt as kt holds one group, V [T, hd] (stride ldk) -> Y, lse [mq].
-static void forward_tile(float *Y, float *lse, const float *Q, const float *Kt, const float *V, int i0, int mq,
-                         int hd, int ldq, int ldk, float scale) {
-    float S[ATT_BQ * ATT_BK], m[ATT_BQ], l[ATT_BQ];
+// tile: thread_floats() of scratch.
+static void forward_tile(float *Y, float *lse, float *tile, const float *Q, const float *Kt, const float *V, int i0,
+                         int mq, int hd, int ldq, int ldk, float scale) {
+    float *S = tile, *m = S + ATT_BQ * ATT_LD, *l = m + ATT_BQ;
     const int i1 = i0 + mq;
     for (int j0 = 0; j0 < i1; j0 += ATT_BK) {
         const int nk = imin(ATT_BK, i1 - j0);
         // S [mq, nk] = scale · Q · K[j0 : j0 + nk]ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq, Kt + (size_t)j0 * hd,
-                    ATT_BK, 0.0f, S, ATT_BK);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq,
+                    Kt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, 0.0f, S, ATT_LD);
         for (int a = 0; a < mq; a++) {
-            float *restrict p = S + (size_t)a * ATT_BK;
+            float *restrict p = S + (size_t)a * ATT_LD;
             const int n = causal_cols(i0 + a, j0, nk);  // >= 1 in the first tile: key 0 is seen by all
             const float mx = row_max(p, n, j0 ? m[a] : -INFINITY);
             float s = 0.0f;
@@ -151,7 +158,7 @@ static void forward_tile(float *Y, float *lse, const float *Q, const float *Kt, 
             m[a] = mx;
         }
         // Y (+)= P · V[j0 : j0 + nk]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, 1.0f, S, ATT_BK, V + (size_t)j0 * ldk,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, 1.0f, S, ATT_LD, V + (size_t)j0 * ldk,
                     ldk, j0 ? 1.0f : 0.0f, Y, ldq);
     }
     for (int a = 0; a < mq; a++) {
@@ -180,10 +187,11 @@ void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, co
         const int qt = n_tiles - 1 - (int)(task / groups), bg = (int)(task % groups);
         const int b = bg / nkv, g = bg % nkv, i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
         const float *Kt = sc.kt + (size_t)bg * kt_floats(T, hd), *V = v + (size_t)b * T * ldk + (size_t)g * hd;
+        float *tile = sc.tiles + (size_t)omp_get_thread_num() * thread_floats();
         for (int r = 0; r < rep; r++) {
             const int h = g * rep + r;
             const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
-            forward_tile(y + qo, lse + ((size_t)b * nh + h) * T + i0, q + qo, Kt, V, i0, mq, hd, ldq, ldk,
+            forward_tile(y + qo, lse + ((size_t)b * nh + h) * T + i0, tile, q + qo, Kt, V, i0, mq, hd, ldq, ldk,
                          scale);
         }
     }
@@ -198,7 +206,7 @@ void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, co
 static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile, const float *dY, const float *Y,
                           const float *lse, const float *Q, const float *K, const float *Kt, const float *Vt,
                           int i0, int mq, int hd, int ldq, int ldk, float scale) {
-    float *P = tile, *dS = P + ATT_BQ * ATT_BK, *D = dS + ATT_BQ * ATT_BK;
+    float *P = tile, *dS = P + ATT_BQ * ATT_LD, *D = dS + ATT_BQ * ATT_LD;
     // D_a = ⟨dy_a, y_a⟩ = Σ_c P_ac dP_ac: the softmax gradient's row term
     for (int a = 0; a < mq; a++) {
         const float *restrict dy = dY + (size_t)a * ldq, *restrict yr = Y + (size_t)a * ldq;
@@ -211,12 +219,13 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
     for (int j0 = 0; j0 < i1; j0 += ATT_BK) {
         const int nk = imin(ATT_BK, i1 - j0);
         // S = scale · Q · K[j0:]ᵀ into P; dP = dY · V[j0:]ᵀ into dS (both [mq, nk])
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq, Kt + (size_t)j0 * hd,
-                    ATT_BK, 0.0f, P, ATT_BK);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, 1.0f, dY, ldq, Vt + (size_t)j0 * hd,
-                    ATT_BK, 0.0f, dS, ATT_BK);
+        const size_t blk = (size_t)j0 / ATT_BK * hd * ATT_LD;  // key tile j0's block of kt, vt
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq, Kt + blk, ATT_LD, 0.0f,
+                    P, ATT_LD);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, 1.0f, dY, ldq, Vt + blk, ATT_LD, 0.0f,
+                    dS, ATT_LD);
         for (int a = 0; a < mq; a++) {
-            float *restrict p = P + (size_t)a * ATT_BK, *restrict ds = dS + (size_t)a * ATT_BK;
+            float *restrict p = P + (size_t)a * ATT_LD, *restrict ds = dS + (size_t)a * ATT_LD;
             const int n = causal_cols(i0 + a, j0, nk);
             const float L = lse[a], Da = D[a];
 #pragma omp simd
@@ -232,11 +241,11 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
         // leave rounding noise (dq and dk of T = 1 must be 0, not 1e-8).
         if (i0 == 0 && j0 == 0) dS[0] = 0.0f;
         // dV[j0:] += Pᵀ · dY; dK[j0:] += scale · dSᵀ · Q; dQ (+)= scale · dS · K[j0:]
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, 1.0f, P, ATT_BK, dY, ldq, 1.0f,
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, 1.0f, P, ATT_LD, dY, ldq, 1.0f,
                     dV + (size_t)j0 * ldd, ldd);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, scale, dS, ATT_BK, Q, ldq, 1.0f,
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, scale, dS, ATT_LD, Q, ldq, 1.0f,
                     dK + (size_t)j0 * ldd, ldd);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, scale, dS, ATT_BK, K + (size_t)j0 * ldk,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, scale, dS, ATT_LD, K + (size_t)j0 * ldk,
                     ldk, j0 ? 1.0f : 0.0f, dQ, ldq);
     }
 }
