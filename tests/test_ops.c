@@ -1382,8 +1382,8 @@ static const TestCase CASES[] = {
     {&ATTENTION, {3, 67, 4, 4, 64}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {2, 5, 4, 2, 4}, 0, 1e-5, WHY_SUMS},
     // T = 1; hd 16 and 128; T at and one past the tiles' edges (64 query
-    // rows, 128 keys); one (batch, kv head) group, so the backward splits its
-    // query tiles over the threads and adds their dk/dv partials
+    // rows, 128 keys); one or three (batch, kv head) groups, so that on two
+    // threads the backward splits its query tiles and adds dk/dv partials
     {&ATTENTION, {3, 1, 2, 1, 16}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {1, 130, 4, 1, 16}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {1, 200, 2, 2, 128}, 0, 1e-5, WHY_SUMS},
@@ -1391,6 +1391,7 @@ static const TestCase CASES[] = {
     {&ATTENTION, {1, 129, 2, 1, 64}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {1, 256, 2, 1, 32}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {1, 257, 2, 1, 16}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {3, 130, 2, 1, 32}, 0, 1e-5, WHY_SUMS},
     {&SWIGLU, {100003}, 0, 1e-5, WHY_SUMS},
     {&SWIGLU, {13}, 0, 1e-5, WHY_SUMS},
     {&XENT, {37, 1001}, XENT_NORMAL, 1e-5, WHY_SUMS},

@@ -3,8 +3,9 @@
 // max and normaliser, the output rescaled when the max grows; it saves only
 // y and each row's log-sum-exp. The backward recomputes every tile's
 // probabilities from q, k and that lse. Memory is linear in T: kᵀ (and vᵀ
-// for the backward), a few ATT_BQ × ATT_BK tiles per thread and, when there
-// are fewer (batch, kv head) groups than threads, per-split dk/dv partials.
+// for the backward), a few ATT_BQ × ATT_BK tiles per thread and, when the
+// (batch, kv head) groups do not share out evenly over the threads,
+// per-split dk/dv partials.
 // Tiles above the diagonal are skipped, diagonal ones masked per row. Every
 // product is a cblas_sgemm on a tile, which OpenBLAS (openmp build) runs
 // single-threaded inside a parallel region. k and v are transposed once per
@@ -58,11 +59,13 @@ SIMD_MAX_M
 static size_t thread_floats(void) { return round16((size_t)2 * ATT_BQ * ATT_LD + 2 * ATT_BQ); }
 
 // Splits of one (batch, kv head)'s query tiles in the backward: 1 when the
-// groups alone give every thread work, else enough to give each thread one.
-// Each split sums into its own dk/dv partials, added afterwards in split order.
+// groups share out evenly over the threads, else enough for 4 tasks a
+// thread, which the dynamic schedule then balances (3 groups on 2 threads
+// would leave one idle a third of the time). Each split sums into its own
+// dk/dv partials, added afterwards in split order.
 static int backward_splits(int groups, int n_tiles) {
     const int threads = omp_get_max_threads();
-    const int s = groups >= threads ? 1 : (threads + groups - 1) / groups;
+    const int s = groups % threads == 0 ? 1 : (4 * threads + groups - 1) / groups;
     return imin(s, n_tiles);
 }
 
