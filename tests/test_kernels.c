@@ -1,7 +1,8 @@
 // Properties of the CPU kernels of kernels/ops.h that are not "op against
 // its reference" (test_ops.c checks every op against a double reference,
 // finite differences, determinism and accumulation): optional arguments,
-// in-place use, exact zeros, RoPE's inverse and its position offset.
+// in-place use, exact zeros, RoPE's inverse and its position offset,
+// attention's causality, its lse, and its backward at several thread counts.
 #include <stdint.h>
 #include <string.h>
 
@@ -86,21 +87,136 @@ static void test_rope(int B, int T, int nh, int hd, int pos0) {
     free(ct); free(st); free(x); free(y); free(xd); free(full); free(blk);
 }
 
-// The saved probabilities are exactly 0 above the diagonal (the backward
-// relies on it; the reference comparison would let 1e-6 through).
-static void test_attention_upper_zero(int B, int T, int nh, int nkv, int hd) {
+static float *attention_scratch(int B, int T, int nkv, int hd) {
+    return fnew(attention_scratch_floats(ctx, B, T, nkv, hd));
+}
+
+// Causality, exactly: with k and v changed at positions >= t0, y and lse of
+// the rows before t0 keep their bits; with dy zero at rows >= t0, dk and dv
+// at positions >= t0 are exactly 0 (no query before a key reaches it), and
+// dq of the rows before t0 keeps its bits. A mask that lets one future key
+// in, in any tile, breaks one of these.
+static void test_attention_causal(int B, int T, int nh, int nkv, int hd, int t0) {
     char name[128];
-    size_t nq = (size_t)B * T * nh * hd, nk = (size_t)B * T * nkv * hd, na = (size_t)B * nh * T * T;
-    float *q = frandn(nq, 2), *k = frandn(nk, 2), *v = frandn(nk, 1), *y = fnew(nq), *att = fnew(na);
-    for (size_t i = 0; i < na; i++) att[i] = NAN;
-    attention_forward(ctx, y, att, q, k, v, B, T, nh, nkv, hd);
-    int upper_zero = 1;
-    for (size_t bh = 0; bh < (size_t)B * nh; bh++)
-        for (int i = 0; i < T; i++)
-            for (int j = i + 1; j < T; j++) upper_zero &= att[(bh * T + i) * T + j] == 0;
-    snprintf(name, sizeof name, "attention_upper_triangle_zero_B%d_T%d_nh%d_nkv%d_hd%d", B, T, nh, nkv, hd);
-    CHECK(upper_zero, name, "att has non-zero entries above the diagonal");
-    free(q); free(k); free(v); free(y); free(att);
+    size_t nq = (size_t)B * T * nh * hd, nk = (size_t)B * T * nkv * hd, nl = (size_t)B * nh * T;
+    size_t qrow = (size_t)nh * hd, krow = (size_t)nkv * hd;
+    float *q = frandn(nq, 2), *k = frandn(nk, 2), *v = frandn(nk, 1), *dy = frandn(nq, 1);
+    float *k2 = fcopy(k, nk), *v2 = fcopy(v, nk);
+    for (int b = 0; b < B; b++)
+        for (size_t e = ((size_t)b * T + t0) * krow; e < (size_t)(b + 1) * T * krow; e++)
+            k2[e] = 50 * rng_normal(&rng), v2[e] = 1e4f * rng_normal(&rng);
+    float *y = fnew(nq), *y2 = fnew(nq), *lse = fnew(nl), *lse2 = fnew(nl);
+    float *scratch = attention_scratch(B, T, nkv, hd);
+    attention_forward(ctx, y, lse, scratch, q, k, v, B, T, nh, nkv, hd);
+    attention_forward(ctx, y2, lse2, scratch, q, k2, v2, B, T, nh, nkv, hd);
+    int past_same = 1;
+    for (int b = 0; b < B; b++) {
+        past_same &= same_bits(y + (size_t)b * T * qrow, y2 + (size_t)b * T * qrow, (size_t)t0 * qrow);
+        for (int h = 0; h < nh; h++)
+            past_same &= same_bits(lse + ((size_t)b * nh + h) * T, lse2 + ((size_t)b * nh + h) * T, t0);
+    }
+    snprintf(name, sizeof name, "attention_causal_forward_B%d_T%d_nh%d_nkv%d_hd%d_t%d", B, T, nh, nkv, hd, t0);
+    CHECK(past_same, name, "y or lse before position %d depends on a later key", t0);
+
+    for (int b = 0; b < B; b++)
+        memset(dy + ((size_t)b * T + t0) * qrow, 0, sizeof(float) * (size_t)(T - t0) * qrow);
+    float *dq = fnew(nq), *dq2 = fnew(nq), *dk = fnew(nk), *dv = fnew(nk), *dk2 = fnew(nk), *dv2 = fnew(nk);
+    attention_backward(ctx, dq, dk, dv, scratch, dy, y, lse, q, k, v, B, T, nh, nkv, hd);
+    attention_backward(ctx, dq2, dk2, dv2, scratch, dy, y2, lse2, q, k2, v2, B, T, nh, nkv, hd);
+    int future_zero = 1, dq_same = 1;
+    for (int b = 0; b < B; b++) {
+        for (size_t e = ((size_t)b * T + t0) * krow; e < (size_t)(b + 1) * T * krow; e++)
+            future_zero &= dk[e] == 0 && dv[e] == 0 && dk2[e] == 0 && dv2[e] == 0;
+        dq_same &= same_bits(dq + (size_t)b * T * qrow, dq2 + (size_t)b * T * qrow, (size_t)t0 * qrow);
+    }
+    snprintf(name, sizeof name, "attention_causal_backward_B%d_T%d_nh%d_nkv%d_hd%d_t%d", B, T, nh, nkv, hd, t0);
+    CHECK(future_zero && dq_same, name, "dk/dv of a later key not 0 (%d) or dq before %d changed (%d)",
+          !future_zero, t0, !dq_same);
+    free(q); free(k); free(v); free(dy); free(k2); free(v2); free(y); free(y2); free(lse); free(lse2);
+    free(dq); free(dq2); free(dk); free(dv); free(dk2); free(dv2); free(scratch);
+}
+
+// Every key the same vector: row i's scores are all s_i = q_i·k/sqrt(hd), so
+// lse_i = s_i + log(i + 1) (it counts the keys row i sees) and y_i is the
+// mean of v_0..v_i. A mask off by one, or an lse missing a tile's
+// normaliser or its max, shows here at once.
+static void test_attention_uniform(int B, int T, int nh, int nkv, int hd) {
+    char name[128];
+    size_t nq = (size_t)B * T * nh * hd, nk = (size_t)B * T * nkv * hd, nl = (size_t)B * nh * T;
+    float *q = frandn(nq, 2), *k = fnew(nk), *v = frandn(nk, 1), *y = fnew(nq), *lse = fnew(nl);
+    float *key = frandn((size_t)nkv * hd, 1);
+    for (size_t t = 0; t < (size_t)B * T; t++) memcpy(k + t * nkv * hd, key, sizeof(float) * nkv * hd);
+    float *scratch = attention_scratch(B, T, nkv, hd);
+    attention_forward(ctx, y, lse, scratch, q, k, v, B, T, nh, nkv, hd);
+    free(scratch);
+    double lse_err = 0, y_err = 0, lse_max = 0, y_max = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < nh; h++) {
+            const int g = h / (nh / nkv);
+            for (int i = 0; i < T; i++) {
+                const float *qi = q + (((size_t)b * T + i) * nh + h) * hd;
+                double s = 0;
+                for (int e = 0; e < hd; e++) s += (double)qi[e] * key[g * hd + e];
+                const double ref = s / sqrt((double)hd) + log(i + 1.0);
+                lse_err = fmax(lse_err, fabs(lse[((size_t)b * nh + h) * T + i] - ref));
+                lse_max = fmax(lse_max, fabs(ref));
+                for (int e = 0; e < hd; e++) {
+                    double mean = 0;
+                    for (int j = 0; j <= i; j++) mean += v[(((size_t)b * T + j) * nkv + g) * hd + e];
+                    mean /= i + 1;
+                    y_err = fmax(y_err, fabs(y[(((size_t)b * T + i) * nh + h) * hd + e] - mean));
+                    y_max = fmax(y_max, fabs(mean));
+                }
+            }
+        }
+    snprintf(name, sizeof name, "attention_uniform_keys_lse_B%d_T%d_nh%d_nkv%d_hd%d", B, T, nh, nkv, hd);
+    // fp32 sums of hd products and of <= T exponentials: ~1e-6 of the largest
+    CHECK(lse_err <= 1e-5 * lse_max && y_err <= 1e-5 * y_max, name, "lse err %.2e of %.2e, y err %.2e of %.2e",
+          lse_err, lse_max, y_err, y_max);
+    free(q); free(k); free(v); free(y); free(lse); free(key);
+}
+
+// The backward with its query tiles split over threads (partials added in
+// split order) against one task per (batch, kv head): the same to rounding,
+// and each bit-identical when run again at the same thread count.
+static void test_attention_threads(int T, int nh, int hd) {
+    char name[128];
+    const int B = 1, nkv = 1;
+    size_t nq = (size_t)T * nh * hd, nk = (size_t)T * hd, nl = (size_t)nh * T;
+    float *q = frandn(nq, 2), *k = frandn(nk, 2), *v = frandn(nk, 1), *dy = frandn(nq, 1);
+    float *y = fnew(nq), *lse = fnew(nl), *fscratch = attention_scratch(B, T, nkv, hd);
+    attention_forward(ctx, y, lse, fscratch, q, k, v, B, T, nh, nkv, hd);
+    free(fscratch);
+    const int saved = ops_threads(), counts[3] = {1, 3, 1};
+    float *g[3][3];
+    for (int run = 0; run < 3; run++) {
+        ops_set_threads(counts[run]);
+        float *scratch = attention_scratch(B, T, nkv, hd);
+        g[run][0] = fnew(nq), g[run][1] = fnew(nk), g[run][2] = fnew(nk);
+        attention_backward(ctx, g[run][0], g[run][1], g[run][2], scratch, dy, y, lse, q, k, v, B, T, nh, nkv, hd);
+        free(scratch);
+    }
+    ops_set_threads(saved);
+    float *again = fnew(nq), *dk = fnew(nk), *dv = fnew(nk), *scratch;
+    ops_set_threads(3);
+    scratch = attention_scratch(B, T, nkv, hd);
+    attention_backward(ctx, again, dk, dv, scratch, dy, y, lse, q, k, v, B, T, nh, nkv, hd);
+    ops_set_threads(saved);
+    double err = 0;
+    size_t n[3] = {nq, nk, nk};
+    for (int i = 0; i < 3; i++) {
+        double *ref = to_d(g[0][i], n[i]);
+        err = fmax(err, rel_err(g[1][i], ref, n[i]));
+        free(ref);
+    }
+    int same = same_bits(g[0][0], g[2][0], nq) && same_bits(g[0][1], g[2][1], nk) && same_bits(g[0][2], g[2][2], nk) &&
+               same_bits(g[1][0], again, nq) && same_bits(g[1][1], dk, nk) && same_bits(g[1][2], dv, nk);
+    snprintf(name, sizeof name, "attention_backward_split_threads_T%d_nh%d_hd%d", T, nh, hd);
+    // the same products, dk/dv summed in a different grouping: fp32 rounding
+    CHECK(err <= 1e-5 && same, name, "1 vs 3 threads rel_err %.2e, repeat same bits %d", err, same);
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 3; i++) free(g[r][i]);
+    free(q); free(k); free(v); free(dy); free(y); free(lse); free(again); free(dk); free(dv); free(scratch);
 }
 
 // dlogits may alias logits (the model does that): same bits.
@@ -140,10 +256,20 @@ int main(void) {
     test_matmul_din_null(1, 7, 1);
     test_rope(2, 13, 3, 32, 0);
     test_rope(3, 29, 2, 64, 17);
-    test_attention_upper_zero(2, 37, 4, 2, 32);
-    test_attention_upper_zero(2, 130, 2, 2, 64);
-    test_attention_upper_zero(1, 71, 4, 1, 32);
-    test_attention_upper_zero(3, 67, 4, 4, 64);
+    // tile edges (64 query rows, 128 keys), GQA 1, 2, 4, hd 16, 64, 128; t0
+    // inside a tile and on either tile's edge
+    test_attention_causal(2, 37, 4, 2, 32, 20);
+    test_attention_causal(2, 130, 2, 2, 64, 64);
+    test_attention_causal(1, 200, 4, 1, 16, 129);
+    test_attention_causal(1, 300, 2, 1, 32, 128);
+    test_attention_causal(3, 67, 4, 4, 128, 65);
+    test_attention_causal(1, 1, 2, 1, 16, 0);
+    test_attention_uniform(2, 37, 4, 2, 32);
+    test_attention_uniform(1, 300, 4, 1, 64);
+    test_attention_uniform(2, 129, 2, 2, 128);
+    test_attention_uniform(1, 1, 2, 2, 16);
+    test_attention_threads(333, 2, 64);
+    test_attention_threads(65, 4, 16);
     test_xent_in_place(37, 1001, 0);
     test_xent_in_place(13, 1001, 1);
     test_vec_add_alias(100003);

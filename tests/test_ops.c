@@ -151,13 +151,15 @@ static void rope_bwd(Backend *be, Case *c) {
 }
 
 static void attention_fwd(Backend *be, Case *c) {
-    attention_forward(be->ctx, c->out[0], c->out[1], c->in[0], c->in[1], c->in[2], c->p[0], c->p[1], c->p[2],
-                      c->p[3], c->p[4]);
+    float *scratch = scratch_nan(attention_scratch_floats(be->ctx, c->p[0], c->p[1], c->p[3], c->p[4]));
+    attention_forward(be->ctx, c->out[0], c->out[1], scratch, c->in[0], c->in[1], c->in[2], c->p[0], c->p[1],
+                      c->p[2], c->p[3], c->p[4]);
+    free(scratch);
 }
 static void attention_bwd(Backend *be, Case *c) {
-    float *scratch = scratch_nan(attention_scratch_floats(c->p[0], c->p[1], c->p[3]));
-    attention_backward(be->ctx, c->din[0], c->din[1], c->din[2], scratch, c->dout[0], c->out[1], c->in[0],
-                       c->in[1], c->in[2], c->p[0], c->p[1], c->p[2], c->p[3], c->p[4]);
+    float *scratch = scratch_nan(attention_scratch_floats(be->ctx, c->p[0], c->p[1], c->p[3], c->p[4]));
+    attention_backward(be->ctx, c->din[0], c->din[1], c->din[2], scratch, c->dout[0], c->out[0], c->out[1],
+                       c->in[0], c->in[1], c->in[2], c->p[0], c->p[1], c->p[2], c->p[3], c->p[4]);
     free(scratch);
 }
 
@@ -555,18 +557,20 @@ static void ref_rope(const Case *c, double *const *in, double *const *out) {
             }
 }
 
-// q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], P [B, nh, T, T]
-// (upper triangle 0); query head h reads kv head h / (nh / nkv).
+// q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], lse [B, nh, T]
+// (the log-sum-exp of row i's scores j <= i); query head h reads kv head
+// h / (nh / nkv). The softmax row is formed over all T columns, the masked
+// ones exp(-inf) = 0, so the mask is this one comparison.
 static void ref_attention(const Case *c, double *const *in, double *const *out) {
     int B = c->p[0], T = c->p[1], nh = c->p[2], nkv = c->p[3], hd = c->p[4];
-    double scale = 1 / sqrt((double)hd);
+    double scale = 1 / sqrt((double)hd), *p = malloc(sizeof(double) * (size_t)T);
 #define QI(b, t, h) ((((size_t)(b) * T + (t)) * nh + (h)) * hd)
 #define KI(b, t, g) ((((size_t)(b) * T + (t)) * nkv + (g)) * hd)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < nh; h++) {
             int g = h / (nh / nkv);
             for (int i = 0; i < T; i++) {
-                double *p = out[1] + (((size_t)b * nh + h) * T + i) * T, m = -INFINITY, z = 0;
+                double m = -INFINITY, z = 0;
                 for (int j = 0; j < T; j++) {
                     double a = 0;
                     for (int e = 0; e < hd && j <= i; e++) a += in[0][QI(b, i, h) + e] * in[1][KI(b, j, g) + e];
@@ -574,16 +578,17 @@ static void ref_attention(const Case *c, double *const *in, double *const *out) 
                     m = fmax(m, p[j]);
                 }
                 for (int j = 0; j < T; j++) z += p[j] = exp(p[j] - m);
-                for (int j = 0; j < T; j++) p[j] /= z;
+                out[1][((size_t)b * nh + h) * T + i] = m + log(z);
                 for (int e = 0; e < hd; e++) {
                     double a = 0;
-                    for (int j = 0; j <= i; j++) a += p[j] * in[2][KI(b, j, g) + e];
+                    for (int j = 0; j <= i; j++) a += p[j] / z * in[2][KI(b, j, g) + e];
                     out[0][QI(b, i, h) + e] = a;
                 }
             }
         }
 #undef QI
 #undef KI
+    free(p);
 }
 
 static void ref_swiglu(const Case *c, double *const *in, double *const *out) {
@@ -983,12 +988,12 @@ static void shape_rope_table(Case *c) { c->n_out[0] = c->n_out[1] = (size_t)c->p
 // B, T, nh, hd, pos0: x [B, T, nh, hd] -> y
 static void shape_rope(Case *c) { c->n_in[0] = c->n_out[0] = (size_t)c->p[0] * c->p[1] * c->p[2] * c->p[3]; }
 
-// B, T, nh, nkv, hd: q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], att [B, nh, T, T]
+// B, T, nh, nkv, hd: q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], lse [B, nh, T]
 static void shape_attention(Case *c) {
     size_t B = c->p[0], T = c->p[1], nh = c->p[2], nkv = c->p[3], hd = c->p[4];
     c->n_in[0] = c->n_out[0] = B * T * nh * hd;
     c->n_in[1] = c->n_in[2] = B * T * nkv * hd;
-    c->n_out[1] = B * nh * T * T;
+    c->n_out[1] = B * nh * T;
 }
 static void init_attention(Case *c, Rng *rng) { // logits up to ~±20: far from uniform
     fill_normal(c->in[0], c->n_in[0], 2, rng);
@@ -1389,6 +1394,17 @@ static const TestCase CASES[] = {
     {&ATTENTION, {1, 71, 4, 1, 32}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {3, 67, 4, 4, 64}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {2, 5, 4, 2, 4}, 0, 1e-5, WHY_SUMS},
+    // T = 1; hd 16 and 128; T at and one past the tiles' edges (64 query
+    // rows, 128 keys); one or three (batch, kv head) groups, so that on two
+    // threads the backward splits its query tiles and adds dk/dv partials
+    {&ATTENTION, {3, 1, 2, 1, 16}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {1, 130, 4, 1, 16}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {1, 200, 2, 2, 128}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {2, 64, 2, 1, 64}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {1, 129, 2, 1, 64}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {1, 256, 2, 1, 32}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {1, 257, 2, 1, 16}, 0, 1e-5, WHY_SUMS},
+    {&ATTENTION, {3, 130, 2, 1, 32}, 0, 1e-5, WHY_SUMS},
     {&SWIGLU, {100003}, 0, 1e-5, WHY_SUMS},
     {&SWIGLU, {13}, 0, 1e-5, WHY_SUMS},
     {&XENT, {37, 1001}, XENT_NORMAL, 1e-5, WHY_SUMS},

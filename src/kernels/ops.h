@@ -79,16 +79,20 @@ void rope_backward(OpsContext *ctx, float *dx, int B, int T, int n_heads, int hd
 
 // ---- grouped-query causal attention ----------------------------------------
 // q [B, T, nh, hd], k, v [B, T, nkv, hd]; query head h reads kv head h/(nh/nkv).
-// -> y [B, T, nh, hd], att [B, nh, T, T] softmax probabilities (saved; the
-// upper triangle is written as 0). Scale 1/sqrt(hd).
-void attention_forward(OpsContext *ctx, float *y, float *att, const float *q, const float *k,
+// -> y [B, T, nh, hd], lse [B, nh, T]: the log-sum-exp of each query row's
+// scaled causal scores, saved with y for the backward (no T×T
+// probabilities are stored). Scale 1/sqrt(hd).
+// scratch (both passes): attention_scratch_floats(ctx, B, T, nkv, hd)
+// floats, linear in T (kᵀ, vᵀ, tiles per thread, and dk/dv partials when
+// B·nkv is not a multiple of the thread count); sized for the threads of
+// the call, as route_scratch_floats.
+size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd);
+void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd);
-// dy [B, T, nh, hd] -> dq [B, T, nh, hd], dk, dv [B, T, nkv, hd] (overwritten).
-// scratch: attention_scratch_floats(B, T, nkv) floats, one T×T block per
-// (batch, kv head): the query heads sharing a kv head reuse it in turn.
-size_t attention_scratch_floats(int B, int T, int nkv);
+// dy [B, T, nh, hd], with the forward's y and lse -> dq [B, T, nh, hd], dk,
+// dv [B, T, nkv, hd] (overwritten). The probabilities are recomputed per tile.
 void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float *scratch,
-                        const float *dy, const float *att, const float *q,
+                        const float *dy, const float *y, const float *lse, const float *q,
                         const float *k, const float *v, int B, int T, int nh,
                         int nkv, int hd);
 // One new token against a KV cache: q [nh, hd] (rotated), k_cache,

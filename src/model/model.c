@@ -149,7 +149,7 @@ static void carve_all(Model *m, Carver *cv) {
         a->q_raw = carve(cv, qk * n * nh * hd); a->k_raw = carve(cv, qk * n * nkv * hd);
         a->q_rstd = carve(cv, qk * n * nh); a->k_rstd = carve(cv, qk * n * nkv);
         a->q = carve(cv, n * nh * hd); a->k = carve(cv, n * nkv * hd); a->v = carve(cv, n * nkv * hd);
-        a->att = carve(cv, (size_t)m->B * nh * m->T * m->T);
+        a->lse = carve(cv, n * nh);
         a->y = carve(cv, n * nh * hd);
         MlpActs *p = &m->mlp[l];
         p->xn = carve(cv, n * d); p->rstd = carve(cv, n);
@@ -162,7 +162,7 @@ static void carve_all(Model *m, Carver *cv) {
     m->d_q = carve(cv, n * nh * hd); m->d_k = carve(cv, n * nkv * hd); m->d_v = carve(cv, n * nkv * hd);
     m->d_y = carve(cv, n * nh * hd);
     m->d_gate = carve(cv, n * f); m->d_up = carve(cv, n * f); m->d_hid = carve(cv, n * f);
-    m->att_scratch = carve(cv, attention_scratch_floats(m->B, m->T, nkv));
+    m->att_scratch = carve(cv, attention_scratch_floats(m->ctx, m->B, m->T, nkv, hd));
     m->res.scratch_floats = route_scratch_floats(m->ctx, rows, d, c->attnres_num_heads);
     m->res.scratch = carve(cv, m->res.scratch_floats);
     m->res.acts = carve(cv, m->scheme->act_floats(c, (int)n));
@@ -239,7 +239,7 @@ static void attention_sublayer_forward(Model *m, int l, const float *x, float *o
     }
     rope_forward(m->ctx, a->q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
     rope_forward(m->ctx, a->k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
-    attention_forward(m->ctx, a->y, a->att, a->q, a->k, a->v, B, T, nh, nkv, hd);
+    attention_forward(m->ctx, a->y, a->lse, m->att_scratch, a->q, a->k, a->v, B, T, nh, nkv, hd);
     matmul_forward(m->ctx, out, a->y, P(m, o->wo), n, nh * hd, d);
 }
 
@@ -251,7 +251,7 @@ static void attention_sublayer_backward(Model *m, int l, const float *x, const f
     int B = m->B, T = m->T, n = B * T, d = c->hidden_size, hd = c->head_dim;
     int nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     matmul_backward(m->ctx, m->d_y, G(m, o->wo), dout, a->y, P(m, o->wo), n, nh * hd, d);
-    attention_backward(m->ctx, m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_y, a->att, a->q, a->k, a->v,
+    attention_backward(m->ctx, m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_y, a->y, a->lse, a->q, a->k, a->v,
                        B, T, nh, nkv, hd);
     rope_backward(m->ctx, m->d_q, B, T, nh, hd, 0, m->rope_cos, m->rope_sin);
     rope_backward(m->ctx, m->d_k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);

@@ -20,7 +20,7 @@ typedef struct {   // saved activations of one attention sublayer (n = B·T)
     float *q_raw, *k_raw;     // projections before the per-head norm [n, nh·hd], [n, nkv·hd] (qwen3)
     float *q_rstd, *k_rstd;   // [n·nh], [n·nkv] (qwen3)
     float *q, *k, *v;         // (normed +) rotated q, k; v  [n, nh·hd], [n, nkv·hd]
-    float *att;               // softmax probabilities [B, nh, T, T]
+    float *lse;               // log-sum-exp of each query row's scores [B, nh, T]
     float *y;                 // head outputs [n, nh·hd]
 } AttnActs;
 

@@ -1,201 +1,316 @@
-// RoPE and grouped-query causal attention.
-// Attention runs one OpenMP task per (batch, head) forward and per
-// (batch, kv head) backward; inside a task every product is a cblas_sgemm,
-// which OpenBLAS (openmp build) runs single-threaded inside a parallel region.
-// Rows are processed in blocks of ATT_BLOCK so the products only cover the
-// causal (lower) part plus the diagonal blocks instead of the full T×T square.
+// Grouped-query causal attention without T×T storage (flash-style).
+// The forward runs an online softmax over key tiles: per query row a running
+// max and normaliser, the output rescaled when the max grows; it saves only
+// y and each row's log-sum-exp. The backward recomputes every tile's
+// probabilities from q, k and that lse. Memory is linear in T: kᵀ (and vᵀ
+// for the backward), a few ATT_BQ × ATT_BK tiles per thread and, when the
+// (batch, kv head) groups do not share out evenly over the threads,
+// per-split dk/dv partials.
+// Tiles above the diagonal are skipped, diagonal ones masked per row. Every
+// product is a cblas_sgemm on a tile, which OpenBLAS (openmp build) runs
+// single-threaded inside a parallel region. k and v are transposed once per
+// call so that no product has the form A·Bᵀ: OpenBLAS repacks both operands
+// of that one on every call (no small-matrix kernel), ~1.5x the time of
+// A·B or Aᵀ·B at 64³.
 #include <cblas.h>
 #include <math.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "kernels/ops.h"
 #include "vmath.h"
 
-enum { ATT_BLOCK = 64 };
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
 
-// ---- RoPE ------------------------------------------------------------------------
+// Query rows × keys of a tile, chosen by measurement (README, "Attention
+// without T×T storage"): against 64 × 64 the wider key tile repacks each
+// query tile fewer times where OpenBLAS has no small-matrix kernels
+// (OPENBLAS_CORETYPE=Haswell: backward 0.6x the time at 100m's T 512) and
+// costs nothing where it has them; 128 query rows were slower on both.
+// ATT_LD: the row stride of tiles and of kt's blocks, padded off a power of
+// two (rows 1 KiB apart would fall into a few cache sets).
+enum { ATT_BQ = 64, ATT_BK = 128, ATT_LD = ATT_BK + 16, ATT_TB = 16 };
 
-// -> cos_t, sin_t [max_pos, hd/2], angle = pos · inv_freq[j], in double so
-// large positions keep full float accuracy.
-void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, const double *inv_freq) {
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+// Keys of the tile [j0, j0 + nk) that query token t sees (keys ≤ t).
+static inline int causal_cols(int t, int j0, int nk) {
+    int n = t - j0 + 1;
+    return n < 0 ? 0 : imin(n, nk);
+}
+
+// max(m, p[0..n))
+static inline float row_max(const float *restrict p, int n, float m) {
+SIMD_MAX_M
+    for (int c = 0; c < n; c++) m = p[c] > m ? p[c] : m;
+    return m;
+}
+
+// ---- the scratch --------------------------------------------------------------------
+
+// Per thread: forward S [ATT_BQ, ATT_BK] and the row max and sum [ATT_BQ]
+// each; backward P, dS [ATT_BQ, ATT_BK] and D [ATT_BQ] (rows ATT_LD apart),
+// rounded to 64 bytes so the threads' slices share no cache line.
+static size_t thread_floats(void) { return round16((size_t)2 * ATT_BQ * ATT_LD + 2 * ATT_BQ); }
+
+// Splits of one (batch, kv head)'s query tiles in the backward: 1 when the
+// groups share out evenly over the threads, else enough for 4 tasks a
+// thread, which the dynamic schedule then balances (3 groups on 2 threads
+// would leave one idle a third of the time). Each split sums into its own
+// dk/dv partials, added afterwards in split order.
+static int backward_splits(int groups, int n_tiles) {
+    const int threads = omp_get_max_threads();
+    const int s = groups % threads == 0 ? 1 : (4 * threads + groups - 1) / groups;
+    return imin(s, n_tiles);
+}
+
+// First query tile of split s of n: tile t costs ∝ t + 1 (the keys it
+// sees), so tiles [0, t) cost ∝ t²: equal shares end at n_tiles·sqrt(s/n).
+static int split_begin(int s, int n, int n_tiles) { return (int)lround(n_tiles * sqrt((double)s / n)); }
+
+typedef struct {
+    float *kt, *vt;       // [B·nkv, key tiles, hd, ATT_LD]: k, v transposed by key tile (vt: backward only)
+    float *tiles;         // [threads][thread_floats()]
+    float *partials;      // [B·nkv, splits, 2, T, hd] dk, dv per split (splits > 1)
+    int splits;
+} Scratch;
+
+// Floats of one group's kt: whole key tiles, each [hd, ATT_BK] in a block
+// of its own at row stride ATT_LD (the stride T, often a power of two,
+// would map a tile's rows onto a few cache sets).
+static size_t kt_floats(int T, int hd) { return (size_t)((T + ATT_BK - 1) / ATT_BK) * hd * ATT_LD; }
+
+static Scratch scratch_layout(float *base, int B, int T, int nkv, int hd) {
+    const size_t kv = round16((size_t)B * nkv * kt_floats(T, hd));
+    Scratch s = {base, base + kv, base + 2 * kv, NULL, backward_splits(B * nkv, (T + ATT_BQ - 1) / ATT_BQ)};
+    s.partials = s.tiles + (size_t)omp_get_max_threads() * thread_floats();
+    return s;
+}
+
+// Sized for omp_get_max_threads() threads: call it under the thread count
+// attention_forward and attention_backward will run with.
+size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd) {
     (void)ctx;
-    int half = hd / 2;
-    for (int j = 0; j < half; j++) {
-        for (int p = 0; p < max_pos; p++) {
-            double a = p * inv_freq[j];
-            cos_t[(size_t)p * half + j] = (float)cos(a);
-            sin_t[(size_t)p * half + j] = (float)sin(a);
+    Scratch s = scratch_layout(NULL, B, T, nkv, hd);
+    const size_t partials = s.splits > 1 ? (size_t)B * nkv * s.splits * 2 * T * hd : 0;
+    return (size_t)(s.partials - s.kt) + partials;
+}
+
+// dst [n, m] (row stride ldd) = srcᵀ, src [m, n] (row stride lds), by
+// ATT_TB-square blocks: row by row, each destination row would be written
+// one float per cache line.
+static void transpose(float *restrict dst, int ldd, const float *restrict src, int lds, int m, int n) {
+    for (int r0 = 0; r0 < m; r0 += ATT_TB)
+        for (int c0 = 0; c0 < n; c0 += ATT_TB) {
+            const int r1 = imin(m, r0 + ATT_TB), c1 = imin(n, c0 + ATT_TB);
+            for (int c = c0; c < c1; c++)
+                for (int r = r0; r < r1; r++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+        }
+}
+
+// xt [B·nkv, key tiles, hd, ATT_LD] = x [B, T, nkv, hd], each head's key
+// tiles transposed (the columns past T of the last tile are left alone)
+static void transpose_heads(float *xt, const float *x, int B, int T, int nkv, int hd) {
+    const int n_tiles = (T + ATT_BK - 1) / ATT_BK, ld = nkv * hd;
+#pragma omp parallel for schedule(static)
+    for (long task = 0; task < (long)B * nkv * n_tiles; task++) {
+        const int bg = (int)(task / n_tiles), j = (int)(task % n_tiles), b = bg / nkv, g = bg % nkv;
+        transpose(xt + (size_t)bg * kt_floats(T, hd) + (size_t)j * hd * ATT_LD, ATT_LD,
+                  x + ((size_t)b * T + (size_t)j * ATT_BK) * ld + (size_t)g * hd, ld, imin(ATT_BK, T - j * ATT_BK),
+                  hd);
+    }
+}
+
+// ---- forward ------------------------------------------------------------------------
+
+// One query tile of one head, tokens [i0, i0 + mq): Q, Y [mq, hd] (row
+// stride ldq); Kt as kt holds one group, V [T, hd] (stride ldk) -> Y, lse [mq].
+// tile: thread_floats() of scratch.
+static void forward_tile(float *Y, float *lse, float *tile, const float *Q, const float *Kt, const float *V, int i0,
+                         int mq, int hd, int ldq, int ldk, float scale) {
+    float *S = tile, *m = S + ATT_BQ * ATT_LD, *l = m + ATT_BQ;
+    const int i1 = i0 + mq;
+    for (int j0 = 0; j0 < i1; j0 += ATT_BK) {
+        const int nk = imin(ATT_BK, i1 - j0);
+        // S [mq, nk] = scale · Q · K[j0 : j0 + nk]ᵀ
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq,
+                    Kt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, 0.0f, S, ATT_LD);
+        for (int a = 0; a < mq; a++) {
+            float *restrict p = S + (size_t)a * ATT_LD;
+            const int n = causal_cols(i0 + a, j0, nk);  // >= 1 in the first tile: key 0 is seen by all
+            const float mx = row_max(p, n, j0 ? m[a] : -INFINITY);
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int c = 0; c < n; c++) {
+                p[c] = vexp(p[c] - mx);
+                s += p[c];
+            }
+            memset(p + n, 0, sizeof(float) * (size_t)(nk - n));  // masked: exactly 0
+            if (j0 && mx != m[a]) {  // the max grew: rescale what is summed so far
+                const float alpha = vexp(m[a] - mx);
+                float *restrict yr = Y + (size_t)a * ldq;
+                for (int e = 0; e < hd; e++) yr[e] *= alpha;
+                l[a] *= alpha;
+            }
+            l[a] = j0 ? l[a] + s : s;
+            m[a] = mx;
+        }
+        // Y (+)= P · V[j0 : j0 + nk]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, 1.0f, S, ATT_LD, V + (size_t)j0 * ldk,
+                    ldk, j0 ? 1.0f : 0.0f, Y, ldq);
+    }
+    for (int a = 0; a < mq; a++) {
+        const float inv = 1.0f / l[a];
+        float *restrict yr = Y + (size_t)a * ldq;
+        for (int e = 0; e < hd; e++) yr[e] *= inv;
+        lse[a] = m[a] + logf(l[a]);
+    }
+}
+
+// q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], lse [B, nh, T].
+// One task per (query tile, batch, kv head): its query heads run in turn, so
+// the k/v tiles they share stay in cache. Tasks are handed out largest first
+// (the last query tile sees the most keys), dynamically; a task's result
+// does not depend on the thread that runs it.
+void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
+                       const float *v, int B, int T, int nh, int nkv, int hd) {
+    (void)ctx;
+    const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
+    const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const Scratch sc = scratch_layout(scratch, B, T, nkv, hd);
+    transpose_heads(sc.kt, k, B, T, nkv, hd);
+#pragma omp parallel for schedule(dynamic)
+    for (long task = 0; task < (long)groups * n_tiles; task++) {
+        const int qt = n_tiles - 1 - (int)(task / groups), bg = (int)(task % groups);
+        const int b = bg / nkv, g = bg % nkv, i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
+        const float *Kt = sc.kt + (size_t)bg * kt_floats(T, hd), *V = v + (size_t)b * T * ldk + (size_t)g * hd;
+        float *tile = sc.tiles + (size_t)omp_get_thread_num() * thread_floats();
+        for (int r = 0; r < rep; r++) {
+            const int h = g * rep + r;
+            const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
+            forward_tile(y + qo, lse + ((size_t)b * nh + h) * T + i0, tile, q + qo, Kt, V, i0, mq, hd, ldq, ldk,
+                         scale);
         }
     }
 }
 
-// x1, x2 [half]: (x1, x2) <- (x1·c − x2·s, x2·c + x1·s); sg = −1 gives the
-// transpose (inverse) rotation.
-static inline void rotate_half(float *restrict x1, float *restrict x2,
-                               const float *restrict c, const float *restrict s,
-                               float sg, int half) {
-    for (int j = 0; j < half; j++) {
-        float a = x1[j], b = x2[j], sn = sg * s[j];
-        x1[j] = a * c[j] - b * sn;
-        x2[j] = b * c[j] + a * sn;
-    }
-}
+// ---- backward -----------------------------------------------------------------------
 
-// x [B, T, n_heads, hd] in place; token t has position pos0 + t.
-static void rope_apply(float *x, int B, int T, int n_heads, int hd, int pos0,
-                       const float *cos_t, const float *sin_t, float sg) {
-    int half = hd / 2;
-#pragma omp parallel for schedule(static)
-    for (long bt = 0; bt < (long)B * T; bt++) {
-        size_t pos = (size_t)(pos0 + (int)(bt % T));
-        const float *c = cos_t + pos * half, *s = sin_t + pos * half;
-        float *row = x + (size_t)bt * n_heads * hd;
-        for (int h = 0; h < n_heads; h++)
-            rotate_half(row + (size_t)h * hd, row + (size_t)h * hd + half, c, s, sg, half);
-    }
-}
-
-// x [B, T, n_heads, hd], in place
-void rope_forward(OpsContext *ctx, float *x, int B, int T, int n_heads, int hd, int pos0,
-                  const float *cos_t, const float *sin_t) {
-    (void)ctx;
-    rope_apply(x, B, T, n_heads, hd, pos0, cos_t, sin_t, 1.0f);
-}
-
-// dx [B, T, n_heads, hd], in place: the rotation is orthogonal, so its
-// transpose is the rotation by −angle.
-void rope_backward(OpsContext *ctx, float *dx, int B, int T, int n_heads, int hd, int pos0,
-                   const float *cos_t, const float *sin_t) {
-    (void)ctx;
-    rope_apply(dx, B, T, n_heads, hd, pos0, cos_t, sin_t, -1.0f);
-}
-
-// ---- attention forward -------------------------------------------------------------
-
-// p [T]: softmax over p[0..n) in place, p[n..T) set to 0 (causal mask).
-static void softmax_causal_row(float *restrict p, int n, int T) {
-    float m = -INFINITY, s = 0.0f;
-SIMD_MAX_M
-    for (int j = 0; j < n; j++) m = p[j] > m ? p[j] : m;
+// One query tile of one query head, tokens [i0, i0 + mq), against keys
+// [0, i0 + mq): dY, Y, Q [mq, hd] (stride ldq), lse [mq]; K (stride ldk),
+// Kt, Vt as kt, vt hold one group -> dQ [mq, hd] (stride ldq, overwritten); dK,
+// dV (stride ldd) accumulate. tile: thread_floats() of scratch.
+static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile, const float *dY, const float *Y,
+                          const float *lse, const float *Q, const float *K, const float *Kt, const float *Vt,
+                          int i0, int mq, int hd, int ldq, int ldk, float scale) {
+    float *P = tile, *dS = P + ATT_BQ * ATT_LD, *D = dS + ATT_BQ * ATT_LD;
+    // D_a = ⟨dy_a, y_a⟩ = Σ_c P_ac dP_ac: the softmax gradient's row term
+    for (int a = 0; a < mq; a++) {
+        const float *restrict dy = dY + (size_t)a * ldq, *restrict yr = Y + (size_t)a * ldq;
+        float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int j = 0; j < n; j++) {
-        float e = vexp(p[j] - m);
-        p[j] = e;
-        s += e;
+        for (int e = 0; e < hd; e++) s += dy[e] * yr[e];
+        D[a] = s;
     }
-    float inv = 1.0f / s;
-    for (int j = 0; j < n; j++) p[j] *= inv;
-    memset(p + n, 0, sizeof(float) * (size_t)(T - n));
+    const int i1 = i0 + mq;
+    for (int j0 = 0; j0 < i1; j0 += ATT_BK) {
+        const int nk = imin(ATT_BK, i1 - j0);
+        // S = scale · Q · K[j0:]ᵀ into P; dP = dY · V[j0:]ᵀ into dS (both [mq, nk])
+        const size_t blk = (size_t)j0 / ATT_BK * hd * ATT_LD;  // key tile j0's block of kt, vt
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq, Kt + blk, ATT_LD, 0.0f,
+                    P, ATT_LD);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, 1.0f, dY, ldq, Vt + blk, ATT_LD, 0.0f,
+                    dS, ATT_LD);
+        for (int a = 0; a < mq; a++) {
+            float *restrict p = P + (size_t)a * ATT_LD, *restrict ds = dS + (size_t)a * ATT_LD;
+            const int n = causal_cols(i0 + a, j0, nk);
+            const float L = lse[a], Da = D[a];
+#pragma omp simd
+            for (int c = 0; c < n; c++) {
+                p[c] = vexp(p[c] - L);           // P = exp(S − lse)
+                ds[c] = p[c] * (ds[c] - Da);     // dS = P ⊙ (dP − D)
+            }
+            memset(p + n, 0, sizeof(float) * (size_t)(nk - n));
+            memset(ds + n, 0, sizeof(float) * (size_t)(nk - n));
+        }
+        // Token 0 sees one key: its softmax is the constant 1 and its dS is
+        // exactly 0, but dP and D, the same dot summed in two orders, would
+        // leave rounding noise (dq and dk of T = 1 must be 0, not 1e-8).
+        if (i0 == 0 && j0 == 0) dS[0] = 0.0f;
+        // dV[j0:] += Pᵀ · dY; dK[j0:] += scale · dSᵀ · Q; dQ (+)= scale · dS · K[j0:]
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, 1.0f, P, ATT_LD, dY, ldq, 1.0f,
+                    dV + (size_t)j0 * ldd, ldd);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, scale, dS, ATT_LD, Q, ldq, 1.0f,
+                    dK + (size_t)j0 * ldd, ldd);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, scale, dS, ATT_LD, K + (size_t)j0 * ldk,
+                    ldk, j0 ? 1.0f : 0.0f, dQ, ldq);
+    }
 }
 
-// One (batch, head): Q [T, hd] (row stride ldq), K, V [T, hd] (stride ldk)
-// -> P [T, T] (row stride T), Y [T, hd] (stride ldq).
-static void attention_head_forward(float *Y, float *P, const float *Q, const float *K,
-                                   const float *V, int T, int hd, int ldq, int ldk) {
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, m = r1 - r0;
-        // S[r0:r1, 0:r1] = scale · Q[r0:r1] · K[0:r1]ᵀ (later columns are masked)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hd, scale,
-                    Q + (size_t)r0 * ldq, ldq, K, ldk, 0.0f, P + (size_t)r0 * T, T);
-        for (int i = r0; i < r1; i++) softmax_causal_row(P + (size_t)i * T, i + 1, T);
-        // Y[r0:r1] = P[r0:r1, 0:r1] · V[0:r1]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, r1, 1.0f,
-                    P + (size_t)r0 * T, T, V, ldk, 0.0f, Y + (size_t)r0 * ldq, ldq);
-    }
+// x: n rows of hd floats at stride ld -> 0
+static void zero_rows(float *x, int n, int hd, int ld) {
+    for (int t = 0; t < n; t++) memset(x + (size_t)t * ld, 0, sizeof(float) * (size_t)hd);
 }
 
-// q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], att [B, nh, T, T]
-void attention_forward(OpsContext *ctx, float *y, float *att, const float *q, const float *k,
-                       const float *v, int B, int T, int nh, int nkv, int hd) {
+// dy [B, T, nh, hd] -> dq [B, T, nh, hd], dk, dv [B, T, nkv, hd] (all overwritten).
+// One task per (batch, kv head, split): it owns dq of the group's query
+// heads for its query tiles and sums dk/dv over them in a fixed order (head,
+// query tile, key tile), into dk/dv directly when there is one split, else
+// into its partials, which are then added in split order. No atomics.
+void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dy,
+                        const float *y, const float *lse, const float *q, const float *k, const float *v, int B,
+                        int T, int nh, int nkv, int hd) {
     (void)ctx;
-    int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd;
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * nh; bh++) {
-        int b = bh / nh, h = bh % nh;
-        size_t qo = (size_t)b * T * ldq + (size_t)h * hd;
-        size_t ko = (size_t)b * T * ldk + (size_t)(h / rep) * hd;
-        attention_head_forward(y + qo, att + (size_t)bh * T * T, q + qo, k + ko, v + ko, T,
-                               hd, ldq, ldk);
-    }
-}
-
-// ---- attention backward ------------------------------------------------------------
-
-// One dS row, in place over the dP row d [n + pad]: d_j <- p_j·(d_j − ⟨d, p⟩)
-// for j < n, then pad zeros (the rest of the diagonal block).
-static void softmax_grad_row(float *restrict d, const float *restrict p, int n, int pad) {
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < n; j++) dot += d[j] * p[j];
-    for (int j = 0; j < n; j++) d[j] = p[j] * (d[j] - dot);
-    memset(d + n, 0, sizeof(float) * (size_t)pad);
-}
-
-// One query head: dY, Q [T, hd] (stride ldq), K, V (stride ldk), P [T, T]
-// -> dQ (stride ldq, overwritten), dS [T, T] (scratch; lower part written).
-static void attention_head_dq(float *dQ, float *dS, const float *dY, const float *P,
-                              const float *K, const float *V, int T, int hd, int ldq,
-                              int ldk) {
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, m = r1 - r0;
-        // dP[r0:r1, 0:r1] = dY[r0:r1] · V[0:r1]ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hd, 1.0f,
-                    dY + (size_t)r0 * ldq, ldq, V, ldk, 0.0f, dS + (size_t)r0 * T, T);
-        for (int i = r0; i < r1; i++)
-            softmax_grad_row(dS + (size_t)i * T, P + (size_t)i * T, i + 1, r1 - i - 1);
-        // dQ[r0:r1] = scale · dS[r0:r1, 0:r1] · K[0:r1]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, r1, scale,
-                    dS + (size_t)r0 * T, T, K, ldk, 0.0f, dQ + (size_t)r0 * ldq, ldq);
-    }
-}
-
-// One query head's share of its kv head: dK (+)= scale · dSᵀ · Q, dV (+)= Pᵀ · dY,
-// by column blocks [c0, c1), which only rows ≥ c0 reach. beta 0 overwrites.
-static void attention_head_dkv(float *dK, float *dV, const float *dS, const float *P,
-                               const float *Q, const float *dY, int T, int hd, int ldq,
-                               int ldk, float beta) {
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-        int n = c0 + ATT_BLOCK < T ? ATT_BLOCK : T - c0;
-        size_t pc = (size_t)c0 * T + c0;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, T - c0, 1.0f, P + pc, T,
-                    dY + (size_t)c0 * ldq, ldq, beta, dV + (size_t)c0 * ldk, ldk);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, T - c0, scale, dS + pc,
-                    T, Q + (size_t)c0 * ldq, ldq, beta, dK + (size_t)c0 * ldk, ldk);
-    }
-}
-
-// Floats of scratch attention_backward needs: one [T, T] dS buffer per
-// (batch, kv head), the task that owns it (its query heads reuse it in turn).
-size_t attention_scratch_floats(int B, int T, int nkv) {
-    return (size_t)B * nkv * T * T;
-}
-
-// dy [B, T, nh, hd], att [B, nh, T, T], q [B, T, nh, hd], k, v [B, T, nkv, hd]
-// -> dq [B, T, nh, hd], dk, dv [B, T, nkv, hd] (all overwritten).
-// One task per (batch, kv head): it owns dk/dv of that head and sums its
-// query heads in fixed order, so there are no races and no atomics.
-void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float *scratch,
-                        const float *dy, const float *att, const float *q,
-                        const float *k, const float *v, int B, int T, int nh,
-                        int nkv, int hd) {
-    (void)ctx;
-    int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd;
-#pragma omp parallel for schedule(static)
-    for (int bg = 0; bg < B * nkv; bg++) {
-        int b = bg / nkv, g = bg % nkv;
-        size_t ko = (size_t)b * T * ldk + (size_t)g * hd;
-        float *dS = scratch + (size_t)bg * T * T;   // this task's own block
+    const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
+    const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const Scratch sc = scratch_layout(scratch, B, T, nkv, hd);
+    const int splits = sc.splits;
+    const size_t part_floats = (size_t)T * hd;  // one of dk, dv of one split
+    transpose_heads(sc.kt, k, B, T, nkv, hd);
+    transpose_heads(sc.vt, v, B, T, nkv, hd);
+#pragma omp parallel for schedule(dynamic)
+    for (int task = 0; task < groups * splits; task++) {
+        const int bg = task / splits, s = task % splits, b = bg / nkv, g = bg % nkv;
+        const int qt0 = split_begin(s, splits, n_tiles), qt1 = split_begin(s + 1, splits, n_tiles);
+        const int keys = imin(T, qt1 * ATT_BQ);  // the keys this split's queries see
+        float *tile = sc.tiles + (size_t)omp_get_thread_num() * thread_floats();
+        const size_t ko = (size_t)b * T * ldk + (size_t)g * hd;
+        const float *Kt = sc.kt + (size_t)bg * kt_floats(T, hd), *Vt = sc.vt + (size_t)bg * kt_floats(T, hd);
+        float *dK = dk + ko, *dV = dv + ko;
+        int ldd = ldk;
+        if (splits > 1) dK = sc.partials + 2 * part_floats * task, dV = dK + part_floats, ldd = hd;
+        zero_rows(dK, keys, hd, ldd);
+        zero_rows(dV, keys, hd, ldd);
         for (int r = 0; r < rep; r++) {
-            int h = g * rep + r;
-            size_t qo = (size_t)b * T * ldq + (size_t)h * hd;
-            const float *P = att + ((size_t)b * nh + h) * T * T;
-            attention_head_dq(dq + qo, dS, dy + qo, P, k + ko, v + ko, T, hd, ldq, ldk);
-            attention_head_dkv(dk + ko, dv + ko, dS, P, q + qo, dy + qo, T, hd, ldq, ldk,
-                               r ? 1.0f : 0.0f);
+            const int h = g * rep + r;
+            for (int qt = qt0; qt < qt1; qt++) {
+                const int i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
+                const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
+                backward_tile(dq + qo, dK, dV, ldd, tile, dy + qo, y + qo, lse + ((size_t)b * nh + h) * T + i0,
+                              q + qo, k + ko, Kt, Vt, i0, mq, hd, ldq, ldk, scale);
+            }
+        }
+    }
+    if (splits == 1) return;
+    // Key t gets the partials of the splits whose queries reach it, in split order.
+#pragma omp parallel for schedule(static)
+    for (long row = 0; row < (long)groups * T; row++) {
+        const int bg = (int)(row / T), t = (int)(row % T), b = bg / nkv, g = bg % nkv;
+        const size_t o = ((size_t)b * T + t) * ldk + (size_t)g * hd;
+        memset(dk + o, 0, sizeof(float) * (size_t)hd);
+        memset(dv + o, 0, sizeof(float) * (size_t)hd);
+        for (int s = 0; s < splits; s++) {
+            if (t >= imin(T, split_begin(s + 1, splits, n_tiles) * ATT_BQ)) continue;
+            const float *pk = sc.partials + 2 * part_floats * ((size_t)bg * splits + s) + (size_t)t * hd;
+            const float *pv = pk + part_floats;
+            for (int e = 0; e < hd; e++) dk[o + e] += pk[e], dv[o + e] += pv[e];
         }
     }
 }
