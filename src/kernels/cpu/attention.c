@@ -85,10 +85,19 @@ typedef struct {
 // would map a tile's rows onto a few cache sets).
 static size_t kt_floats(int T, int hd) { return (size_t)((T + ATT_BK - 1) / ATT_BK) * hd * ATT_LD; }
 
+// The layout's sizes in floats, apart from any base pointer (sizing the
+// scratch must not offset a NULL one).
+typedef struct { size_t kv, tiles; int splits; } ScratchSizes;
+
+static ScratchSizes scratch_sizes(int B, int T, int nkv, int hd) {
+    ScratchSizes z = {round16((size_t)B * nkv * kt_floats(T, hd)), (size_t)omp_get_max_threads() * thread_floats(),
+                      backward_splits(B * nkv, (T + ATT_BQ - 1) / ATT_BQ)};
+    return z;
+}
+
 static Scratch scratch_layout(float *base, int B, int T, int nkv, int hd) {
-    const size_t kv = round16((size_t)B * nkv * kt_floats(T, hd));
-    Scratch s = {base, base + kv, base + 2 * kv, NULL, backward_splits(B * nkv, (T + ATT_BQ - 1) / ATT_BQ)};
-    s.partials = s.tiles + (size_t)omp_get_max_threads() * thread_floats();
+    const ScratchSizes z = scratch_sizes(B, T, nkv, hd);
+    Scratch s = {base, base + z.kv, base + 2 * z.kv, base + 2 * z.kv + z.tiles, z.splits};
     return s;
 }
 
@@ -96,9 +105,9 @@ static Scratch scratch_layout(float *base, int B, int T, int nkv, int hd) {
 // attention_forward and attention_backward will run with.
 size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd) {
     (void)ctx;
-    Scratch s = scratch_layout(NULL, B, T, nkv, hd);
-    const size_t partials = s.splits > 1 ? (size_t)B * nkv * s.splits * 2 * T * hd : 0;
-    return (size_t)(s.partials - s.kt) + partials;
+    const ScratchSizes z = scratch_sizes(B, T, nkv, hd);
+    const size_t partials = z.splits > 1 ? (size_t)B * nkv * z.splits * 2 * T * hd : 0;
+    return 2 * z.kv + z.tiles + partials;
 }
 
 // dst [n, m] (row stride ldd) = srcᵀ, src [m, n] (row stride lds), by
