@@ -58,7 +58,7 @@ SIMD_MAX_M
 // Splits of one (batch, kv head) group's query tiles: 1 when the groups
 // share out evenly over the threads, else enough for 4 tasks a thread,
 // which the dynamic schedule then balances (3 groups on 2 threads would
-// leave one idle a third of the time). In the backward each split sums
+// leave a quarter of the machine idle). In the backward each split sums
 // into its own dk/dv partials, added afterwards in split order.
 static int group_splits(int groups, int n_tiles) {
     const int threads = omp_get_max_threads();
