@@ -76,6 +76,13 @@ for split in ("train", "val"):
 EOF
 then pass corpus_index_matches_shards; else fail corpus_index_matches_shards "see the Python error above"; fi
 
+# the reproduce commands of results/README.md on a fresh machine: the
+# tokenizer goes into a folder that does not exist yet, tokenize writes beside it
+if $M tokenizer train --corpus "$W/c1" --vocab 300 --out "$W/new/full/tokenizer.bpe" >/dev/null 2>"$W/err" && \
+   $M data tokenize --tokenizer "$W/new/full/tokenizer.bpe" --corpus "$W/c1" --out "$W/new/full" >/dev/null 2>>"$W/err" && \
+   [ -f "$W/new/full/train.bin" ] && [ -f "$W/new/full/val.bin" ]; then pass tokenizer_train_makes_out_dir
+else fail tokenizer_train_makes_out_dir "$(cat "$W/err")"; fi
+
 # same inputs, same bytes: a second build, and a rebuild over the first
 $M data corpus --out "$W/c2" $B 2>/dev/null
 $M data corpus --out "$W/c1" $B 2>/dev/null

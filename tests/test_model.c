@@ -41,7 +41,7 @@ static void test_deterministic(void) {
     float la, lb;
     model_create(&a, &c); model_create(&b, &c);
     model_init_weights(&a, 11); model_init_weights(&b, 11);
-    model_alloc_acts(&a, 2, 32); model_alloc_acts(&b, 2, 32);
+    model_alloc_grads(&a); model_alloc_acts(&a, 2, 32); model_alloc_grads(&b); model_alloc_acts(&b, 2, 32);
     train_steps(&a, 3, &la);
     train_steps(&b, 3, &lb);
     CHECK(memcmp(a.params, b.params, sizeof(float) * a.table.total) == 0 && la == lb,
@@ -57,6 +57,26 @@ static void test_schedule(void) {
     CHECK(fabsf(lr_schedule(10, 100, 10, peak) - peak) < 1e-9f, "lr_cosine_start", "%g", lr_schedule(10, 100, 10, peak));
     CHECK(fabsf(lr_schedule(55, 100, 10, peak) - 0.55f * peak) < 1e-8f, "lr_cosine_mid", "%g", lr_schedule(55, 100, 10, peak));
     CHECK(fabsf(lr_schedule(100, 100, 10, peak) - 0.1f * peak) < 1e-9f, "lr_cosine_floor", "%g", lr_schedule(100, 100, 10, peak));
+}
+
+// Only training needs gradients: a loaded or created model has none (an
+// imported 8B checkpoint is its weights alone), model_alloc_grads adds them
+// zeroed, once.
+static void test_grads_on_demand(void) {
+    Config c;
+    nano(&c);
+    Model m;
+    if (model_create(&m, &c)) { CHECK(0, "grads_on_demand", "%s", mhar_error()); return; }
+    int none = m.grads == NULL;
+    int rc = model_alloc_grads(&m);
+    float *first = m.grads;
+    int zero = first != NULL;
+    for (size_t i = 0; zero && i < m.table.total; i++) zero = m.grads[i] == 0.0f;
+    rc = rc || model_alloc_grads(&m);
+    CHECK(none && !rc && zero && m.grads == first, "grads_on_demand",
+          "after model_create grads %s; model_alloc_grads rc %d, zeroed %d, kept on a second call %d",
+          none ? "NULL" : "allocated", rc, zero, m.grads == first);
+    model_free(&m);
 }
 
 // Model FLOPs: 6 per parameter per token plus attention, by hand for nano.
@@ -86,7 +106,7 @@ static void test_mhar_h1_is_attnres(void) {
     model_init_weights(&a, 5);
     for (size_t i = 0; i < a.table.total; i++) a.params[i] += 0.01f * (float)((i * 7919) % 13);  // non-zero queries
     memcpy(b.params, a.params, sizeof(float) * a.table.total);
-    model_alloc_acts(&a, 2, 16); model_alloc_acts(&b, 2, 16);
+    model_alloc_grads(&a); model_alloc_acts(&a, 2, 16); model_alloc_grads(&b); model_alloc_acts(&b, 2, 16);
     int tok[33];
     for (int i = 0; i < 33; i++) tok[i] = (i * 17 + 3) % c.vocab_size;
     model_zero_grad(&a); model_zero_grad(&b);
@@ -191,7 +211,7 @@ static void test_z_loss_and_ema(void) {
     Model m;
     model_create(&m, &c);
     model_init_weights(&m, 3);
-    model_alloc_acts(&m, 2, 16);
+    model_alloc_grads(&m); model_alloc_acts(&m, 2, 16);
     int tok[33];
     for (int i = 0; i < 33; i++) tok[i] = (i * 5 + 2) % c.vocab_size;
     float ce = model_forward(&m, tok, tok + 1);
@@ -230,5 +250,6 @@ int main(void) {
     test_deterministic();
     test_schedule();
     test_flops();
+    test_grads_on_demand();
     CHECK_EXIT();
 }

@@ -55,6 +55,7 @@ typedef struct Op Op;
 #define WHY_PROBE "computed in double from the same fp32 inputs: only the order of sums and libm differ (~1e-15 of the logits); KL values near 0 against 1e-6 nats"
 #define WHY_ADAMW "a dozen fp32 operations per element (a sqrt, a division): ~1e-6; lr 0.05 makes the step a sizable part of p, so a wrong term is off by 1e-3 or more"
 #define WHY_HC "fp32 sums of 5 terms per element; parameter dots of d fp32 products per token, in double over tokens"
+#define WHY_STREAM "fp32 lane sums of a few terms each, then double: ~1e-7 of the total for N(0, 1) data; a skipped or repeated chunk is off by 1e-2 or more"
 #define WHY_EMA "two fp32 products and a sum per element: <= 1.5·2^-23 of the largest value; a wrong weight is off by 1e-2 or more"
 
 typedef struct {
@@ -230,6 +231,8 @@ static void rows_sum_fwd(Backend *be, Case *c) { // onto the values of in[0]: it
 static void sum_squares_fwd(Backend *be, Case *c) {
     sum_squares(be->ctx, c->outd[0], c->in[0], c->n_in[0], (size_t)c->p[1]);
 }
+
+static void stream_sum_fwd(Backend *be, Case *c) { c->outd[0][0] = stream_sum(be->ctx, c->in[0], c->n_in[0]); }
 
 // One AdamW step from p, m, v, g (inputs 0-3) to p, m, v (outputs 0-2). A
 // large lr, so the step is a sizable part of p and a wrong term shows.
@@ -722,6 +725,11 @@ static void ref_sum_squares(const Case *c, double *const *in, double *const *out
     for (size_t i = 0; i < c->n_in[0]; i++) out[0][i / (size_t)c->p[1]] += in[0][i] * in[0][i];
 }
 
+static void ref_stream_sum(const Case *c, double *const *in, double *const *out) {
+    out[0][0] = 0;
+    for (size_t i = 0; i < c->n_in[0]; i++) out[0][0] += in[0][i];
+}
+
 // torch.optim.AdamW, as ops.h writes it: p, m, v, g -> p, m, v
 static void ref_adamw(const Case *c, double *const *in, double *const *out) {
     const AdamWStep s = ADAMW_STEP;
@@ -1092,6 +1100,9 @@ static void shape_sum_squares(Case *c) {
     c->n_in[0] = (size_t)c->p[0], c->n_out[0] = ((size_t)c->p[0] + c->p[1] - 1) / c->p[1], c->f64[0] = 1;
 }
 
+// n: a [n] -> Σ a (double)
+static void shape_stream_sum(Case *c) { c->n_in[0] = (size_t)c->p[0], c->n_out[0] = 1, c->f64[0] = 1; }
+
 // n: p, m, v, g [n] -> p, m, v [n]
 static void shape_adamw(Case *c) {
     for (int i = 0; i < 4; i++) c->n_in[i] = (size_t)c->p[0];
@@ -1287,6 +1298,8 @@ static const Op ROWS_SUM = {"rows_sum", "rows d", {0}, shape_rows_sum, init_norm
                             {0}, {0}, NULL};
 static const Op SUM_SQUARES = {"sum_squares", "n block", {0}, shape_sum_squares, init_normal, sum_squares_fwd, NULL,
                                ref_sum_squares, {0}, {0}, NULL};
+static const Op STREAM_SUM = {"stream_sum", "n", {0}, shape_stream_sum, init_normal, stream_sum_fwd, NULL,
+                              ref_stream_sum, {0}, {0}, NULL};
 static const Op ADAMW = {"adamw_update", "n", {0, "mask"}, shape_adamw, init_adamw, adamw_fwd, NULL, ref_adamw, {0},
                          {0}, NULL};
 static const Op EMA = {"ema_update", "n", {0}, shape_vec, init_normal, ema_fwd, NULL, ref_ema, {0}, {0}, NULL};
@@ -1495,6 +1508,10 @@ static const TestCase CASES[] = {
     {&SUM_SQUARES, {100003, 4096}, 0, 1e-12, WHY_F64},
     {&SUM_SQUARES, {5, 2}, 0, 1e-15, WHY_F64},
     {&SUM_SQUARES, {1, 1}, 0, 1e-15, WHY_F64},
+    // 4096 chunks: 100 floats each through the fp32 lanes, 24 each in the double tail only
+    {&STREAM_SUM, {409637}, 0, 1e-6, WHY_STREAM},
+    {&STREAM_SUM, {100003}, 0, 1e-12, WHY_F64},
+    {&STREAM_SUM, {5}, 0, 1e-15, WHY_F64},
     {&ADAMW, {100003}, 0, 1e-6, WHY_ADAMW},
     {&ADAMW, {7}, 0, 1e-6, WHY_ADAMW},
     {&ADAMW, {100003}, ADAMW_MASK, 1e-6, WHY_ADAMW},

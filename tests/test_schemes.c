@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "model/model.h"
@@ -87,7 +88,7 @@ static int make_model(Model *m, const ResidualScheme *s, int b, int t) {
     Config c;
     if (tiny_config(s, g_family, &c) || model_create(m, &c)) return MHAR_ERR;
     perturb(m, 11);
-    return model_alloc_acts(m, b, t);
+    return model_alloc_grads(m) || model_alloc_acts(m, b, t);
 }
 
 static void tokens(int *tok, int *tgt, uint64_t seed) {
@@ -343,6 +344,79 @@ static void test_grads_ready(const ResidualScheme *s) {
     model_free(&m);
 }
 
+// route_query_init normal (the paper's head-sweep init): in every routing
+// scheme the queries, and only they, start N(0, 0.02) from the scheme's own
+// stream, so every other initial weight equals the zero-init model's bit for
+// bit; config.json records it and reads it back; a scheme without routing
+// queries refuses it.
+static void test_query_init(const ResidualScheme *s) {
+    char name[128];
+    Config c;
+    if (tiny_config(s, g_family, &c)) return;
+    c.hidden_size = 64;  // 7 sites x 64: enough draws for the spread to say N(0, 0.02)
+    c.num_attention_heads = 4;
+    c.head_dim = 16;
+    c.attnres_num_heads = s->heads == HEADS_ANY ? 4 : s->default_heads;
+    c.route_query_init = ROUTE_QUERY_NORMAL;
+    snprintf(name, sizeof name, "query_init.%s.validate", label(s));
+    int ok = config_validate(&c, "test") == MHAR_OK;
+    if (!residual_is_routed(s)) {
+        CHECK(!ok && strstr(mhar_error(), "no routing queries"), name, "a scheme without queries took normal: %s",
+              ok ? "accepted" : mhar_error());
+        return;
+    }
+    CHECK(ok, name, "%s", mhar_error());
+    Model zero, normal;
+    Config cz = c;
+    cz.route_query_init = ROUTE_QUERY_ZERO;
+    if (model_create(&zero, &cz) || model_create(&normal, &c)) {
+        CHECK(0, name, "model_create: %s", mhar_error());
+        return;
+    }
+    model_init_weights(&zero, 5);
+    model_init_weights(&normal, 5);
+    int others_equal = zero.table.n == normal.table.n, queries = 0;
+    double sum = 0, sum2 = 0, zero_max = 0;
+    size_t count = 0;
+    for (int i = 0; others_equal && i < zero.table.n; i++) {
+        const ParamInfo *p = &zero.table.p[i];
+        const float *a = zero.params + p->offset, *b = normal.params + normal.table.p[i].offset;
+        if (!strstr(p->name, "res_proj.weight")) {
+            others_equal = memcmp(a, b, p->numel * sizeof(float)) == 0;
+            continue;
+        }
+        queries++;
+        for (size_t j = 0; j < p->numel; j++) {
+            sum += b[j], sum2 += (double)b[j] * b[j], count++;
+            if (fabs(a[j]) > zero_max) zero_max = fabs(a[j]);
+        }
+    }
+    double mean = count ? sum / count : 0, sd = count ? sqrt(sum2 / count - mean * mean) : 0;
+    snprintf(name, sizeof name, "query_init.%s.others_unchanged", label(s));
+    CHECK(others_equal && queries > 0, name, "%d query tensors; the other weights %s", queries,
+          others_equal ? "equal" : "differ");
+    // 448 draws of N(0, 0.02²): the sample sd is within 10% of 0.02 and the
+    // mean within 3 standard errors (0.003) of 0, or the init is not N(0, 0.02).
+    snprintf(name, sizeof name, "query_init.%s.normal_0.02", label(s));
+    CHECK(zero_max == 0 && fabs(sd - 0.02) < 0.002 && fabs(mean) < 0.003, name,
+          "zero init max |q| %g; normal init over %zu values: mean %.5f sd %.5f", zero_max, count, mean, sd);
+    char dir[] = "/tmp/mhar_qinit_XXXXXX", path[64];
+    Config back;
+    snprintf(name, sizeof name, "query_init.%s.config_json", label(s));
+    if (mkdtemp(dir)) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        int rc = config_save(path, &c) || config_load(path, &back);
+        CHECK(!rc && back.route_query_init == ROUTE_QUERY_NORMAL && config_equal(&back, &c), name,
+              "%s", rc ? mhar_error() : "read back differently");
+        remove(path);
+        rmdir(dir);
+    } else {
+        CHECK(0, name, "mkdtemp failed");
+    }
+    model_free(&zero);
+    model_free(&normal);
+}
+
 int main(void) {
 #ifdef _OPENMP
     // A tiny model runs thousands of forward passes here: one thread, as
@@ -356,6 +430,7 @@ int main(void) {
             test_gradients(s);
             test_causal_decode(s);
             test_grads_ready(s);
+            test_query_init(s);
         }
     CHECK_EXIT();
 }

@@ -66,6 +66,29 @@ expect_error grid_attnres_heads "attnres is single-head" $M sweep --grid "$W/bad
 echo '{"preset": "nano", "schemes": [{"residual": "baseline"}], "seeds": [1], "steps": 10, "eval_every": 5, "train": "nope.bin", "val": "val.bin"}' >"$W/bad5.json"
 expect_error grid_missing_data "nope.bin: cannot open" $M sweep --grid "$W/bad5.json" --out "$W/bad"
 
+# ---- the routing queries' init is a scheme key: its runs are named apart,
+# their command line and config carry it, and it is refused where it cannot apply
+cat >"$W/qgrid.json" <<EOF
+{"preset": "nano", "train": "train.bin", "val": "val.bin", "seeds": [1], "steps": 2, "batch": 2, "seq": 16,
+ "eval_every": 1, "eval_batches": 1,
+ "schemes": [{"residual": "attnres"}, {"residual": "attnres", "route_query_init": "normal"},
+             {"residual": "mhar", "route_heads": [2], "route_query_init": "normal"}]}
+EOF
+qdry=$($M sweep --grid "$W/qgrid.json" --out "$W/qsw" --dry-run 2>&1)
+qorder=$(awk 'NR>1 {print $1}' <<<"$qdry" | tr '\n' ' ')
+if [ "$qorder" = "nano-attnres-s1 nano-attnres-qnormal-s1 nano-mhar-h2-qnormal-s1 " ]; then pass grid_query_init_names
+else fail grid_query_init_names "order '$qorder'"; fi
+if $M sweep --grid "$W/qgrid.json" --out "$W/qsw" --threads 1 >"$W/qsweep.log" 2>&1 && \
+   grep -q '"route_query_init": "normal"' "$W/qsw/runs/nano-mhar-h2-qnormal-s1/config.json" && \
+   grep -q '"route_query_init": "zero"' "$W/qsw/runs/nano-attnres-s1/config.json" && \
+   grep -q -- '--route-query-init normal' "$W/qsw/runs/nano-attnres-qnormal-s1/train.log"; then
+    pass grid_query_init_runs
+else fail grid_query_init_runs "$(tail -5 "$W/qsweep.log")"; fi
+echo '{"preset": "nano", "schemes": [{"residual": "hc", "route_query_init": "normal"}], "seeds": [1], "steps": 10, "eval_every": 5}' >"$W/bad8.json"
+expect_error grid_query_init_not_routed "does not route; route_query_init does not apply" $M sweep --grid "$W/bad8.json" --out "$W/bad"
+echo '{"preset": "nano", "schemes": [{"residual": "mhar", "route_query_init": "uniform"}], "seeds": [1], "steps": 10, "eval_every": 5}' >"$W/bad9.json"
+expect_error grid_query_init_value 'route_query_init must be "zero" or "normal"' $M sweep --grid "$W/bad9.json" --out "$W/bad"
+
 # ---- dry run: 6 runs, seed-major order, nothing trained
 dry=$($M sweep --grid "$W/grid.json" --out "$W/sw" --dry-run 2>&1)
 order=$(awk 'NR>1 {print $1}' <<<"$dry" | tr '\n' ' ')

@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     if (!run || !tok_path || !out || B < 1 || T < 1) { fprintf(stderr, "tool_dump: missing flags\n"); return 2; }
     Model m;
     TokenFile tf;
-    if (model_load(&m, run) || tokens_load(tok_path, &tf) || model_alloc_acts(&m, B, T)) return fail();
+    if (model_load(&m, run) || tokens_load(tok_path, &tf) || model_alloc_grads(&m) || model_alloc_acts(&m, B, T)) return fail();
     m.z_loss = z_loss;
     if (tf.count < (size_t)B * (T + 1)) { fprintf(stderr, "tool_dump: too few tokens\n"); return 1; }
     int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);

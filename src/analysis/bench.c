@@ -1,8 +1,10 @@
-// mhar bench's measurements: the machine's sgemm rate through the model's
-// own matmul op, timed training steps of one scheme in a child process (so
-// its peak memory is its own), and the PyTorch comparison.
+// mhar bench's measurements: the scheme list, the machine's sgemm rate and
+// memory bandwidth through the model's own ops, timed training steps of one
+// scheme in a child process (so its peak memory is its own), the traffic
+// floors, and one whole run of them.
 #include "bench.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,65 @@
 #include "../train/data_parallel.h"
 #include "../train/optim.h"
 #include "../util/median.h"
+
+static BenchScheme scheme_of(const ResidualScheme *s, int heads, int blocks) {
+    return (BenchScheme){s->name, s->name, s->heads == HEADS_ANY ? heads : 1, s->needs_blocks ? blocks : 0};
+}
+
+static int scheme_config(const char *preset, const BenchScheme *s, int vocab, Config *c) {
+    if (config_preset(preset, c)) return MHAR_ERR;
+    c->vocab_size = vocab;
+    snprintf(c->attnres_mode, sizeof c->attnres_mode, "%s", s->mode);
+    c->attnres_num_heads = s->heads;
+    c->attnres_num_blocks = s->blocks;
+    return MHAR_OK;
+}
+
+int bench_find(const BenchScheme *list, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int parse_list(const char *spec, int heads, int blocks, BenchScheme *out, int *n) {
+    char names[256];
+    residual_names(names, sizeof names, ", ", NULL);
+    *n = 0;
+    if (strcmp(spec, "all") == 0) {
+        for (int i = 0; i < residual_count() && *n < BENCH_MAX_SCHEMES; i++)
+            if (residual_at(i)->from_scratch) out[(*n)++] = scheme_of(residual_at(i), heads, blocks);
+        return MHAR_OK;
+    }
+    for (const char *p = spec;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char name[64];
+        if (len == 0) return mhar_fail("--residual '%s': an empty name in the list", spec);
+        if (len >= sizeof name) return mhar_fail("--residual '%s': a name is too long", spec);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (strcmp(name, "all") == 0)
+            return mhar_fail("--residual '%s': 'all' stands alone, not in a list", spec);
+        const ResidualScheme *s = residual_find(name);
+        if (!s) return mhar_fail("--residual '%s': unknown residual scheme '%s' (%s, or all)", spec, name, names);
+        if (bench_find(out, *n, s->name) >= 0)
+            return mhar_fail("--residual '%s': '%s' is listed twice", spec, name);
+        if (*n == BENCH_MAX_SCHEMES) return mhar_fail("--residual '%s': more than %d schemes", spec, BENCH_MAX_SCHEMES);
+        out[(*n)++] = scheme_of(s, heads, blocks);
+        if (!end) return MHAR_OK;
+        p = end;
+    }
+}
+
+int bench_parse_schemes(const char *spec, const char *preset, int vocab, int heads, int blocks, BenchScheme *out,
+                        int *n) {
+    if (parse_list(spec, heads, blocks, out, n)) return MHAR_ERR;
+    for (int i = 0; i < *n; i++) {  // refuse a bad shape before timing anything
+        Config c;
+        if (scheme_config(preset, &out[i], vocab, &c) || config_validate(&c, "bench options")) return MHAR_ERR;
+    }
+    return MHAR_OK;
+}
 
 // The machine's sgemm rate through the model's own matmul op: median of 5
 // square 2048³ products (GFLOP/s).
@@ -41,16 +102,62 @@ double bench_sgemm_gflops(void) {
     return t[0] > 0 ? 2.0 * n * n * n / median(t, 5) / 1e9 : 0;
 }
 
+// The last-level cache in bytes, from the C library (0 if it does not say).
+static double llc_bytes(void) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l3 > 0 ? (double)l3 : l2 > 0 ? (double)l2 : 0;
+}
+
+int bench_bandwidth(BenchBandwidth *out) {
+    enum { PASSES = 7 };
+    const double llc = llc_bytes();
+    size_t n = (size_t)fmax(256.0 * 1048576, 4 * llc) / sizeof(float);
+    n = (n + 15) / 16 * 16;
+    memset(out, 0, sizeof *out);
+    out->llc_mb = llc / 1e6;
+    out->array_mib = n * sizeof(float) / 1048576.0;
+    OpsContext *ctx = ops_open();
+    if (!ctx) return MHAR_ERR;
+    float *a = ops_alloc(ctx, n * sizeof(float)), *b = ops_alloc(ctx, n * sizeof(float));
+    int rc = a && b ? MHAR_OK : MHAR_ERR;
+    double tr[PASSES], tw[PASSES], sink = 0;
+    vec_zero(ctx, b, n);  // b = 0: the updates leave a unchanged and finite
+    for (int p = -1; p < PASSES && !rc; p++) {  // pass -1: the warm-up
+        double t0 = now_seconds();
+        sink += stream_sum(ctx, a, n);
+        ops_sync(ctx);
+        double t1 = now_seconds();
+        vec_scale_acc(ctx, a, b, 0.5f, n);
+        ops_sync(ctx);
+        double t2 = now_seconds();
+        if (p >= 0) tr[p] = t1 - t0, tw[p] = t2 - t1;
+    }
+    ops_free(ctx, a); ops_free(ctx, b);
+    ops_close(ctx);
+    if (rc) return rc;
+    if (sink != 0) return mhar_fail("bandwidth probe: the sum of zeros is %g", sink);
+    out->read_gbs = 4.0 * n / median(tr, PASSES) / 1e9;
+    out->rmw_gbs = 12.0 * n / median(tw, PASSES) / 1e9;
+    return MHAR_OK;
+}
+
+int bench_route_bytes(const char *preset, const BenchScheme *s, int vocab, int n_tok, RouteBytes *out) {
+    Config c;
+    *out = (RouteBytes){0, 0};
+    const ResidualScheme *rs = residual_find(s->mode);
+    if (!rs || scheme_config(preset, s, vocab, &c)) return 0;
+    return residual_route_bytes(rs, &c, n_tok, out);
+}
+
+double bench_floor_s(RouteBytes scheme, RouteBytes base, const BenchBandwidth *bw) {
+    return (scheme.read - base.read) / (bw->read_gbs * 1e9) + (scheme.write - base.write) / (bw->rmw_gbs * 1e9);
+}
+
 static int build_model(Model *m, const char *preset, const BenchScheme *s, int vocab, int B, int T) {
     Config c;
-    if (config_preset(preset, &c)) return MHAR_ERR;
-    c.vocab_size = vocab;
-    snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", s->mode);
-    c.attnres_num_heads = s->heads;
-    c.attnres_num_blocks = s->blocks;
-    if (model_create(m, &c)) return MHAR_ERR;
+    if (scheme_config(preset, s, vocab, &c) || model_create(m, &c)) return MHAR_ERR;
     model_init_weights(m, 1);
-    return model_alloc_acts(m, B, T);
+    return model_alloc_grads(m) || model_alloc_acts(m, B, T);
 }
 
 static int build(Model *m, AdamW *opt, const char *preset, const BenchScheme *s, int vocab, int B, int T) {
@@ -58,15 +165,18 @@ static int build(Model *m, AdamW *opt, const char *preset, const BenchScheme *s,
     return adamw_init(opt, m->ctx, m->table.total);
 }
 
-// In the child: the median tokens/s of `steps` timed training steps.
-static double time_steps(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps, double *flops) {
+// In the child: the timed steps into *out (tok_s < 0 on failure).
+static void time_steps(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps,
+                       double budget_s, BenchSample *out) {
     Model m;
     AdamW opt = {0};
     memset(&m, 0, sizeof m);
-    if (build(&m, &opt, preset, s, vocab, B, T)) return -1;
+    out->tok_s = -1;
+    if (build(&m, &opt, preset, s, vocab, B, T)) return;
     size_t n = (size_t)B * T + 1;
     int *tok = mhar_alloc(sizeof(int) * n);
     double *t = mhar_alloc(sizeof(double) * steps);
+    if (!tok || !t) return;
     synth_tokens(tok, n, vocab, "random", 7);
     for (int i = -1; i < steps; i++) {  // one untimed warm-up step
         double t0 = now_seconds();
@@ -74,19 +184,22 @@ static double time_steps(const char *preset, const BenchScheme *s, int vocab, in
         model_forward(&m, tok, tok + 1);
         model_backward(&m, 1.0f);
         adamw_step(&opt, m.params, m.grads, grad_global_norm(m.ctx, m.grads, m.table.total), 1e-4f);
-        if (i >= 0) t[i] = now_seconds() - t0;
+        double dt = now_seconds() - t0;
+        if (i >= 0) t[i] = dt;
+        else if (budget_s > 0 && budget_s / dt < steps) steps = budget_s / dt < 1 ? 1 : (int)(budget_s / dt);
     }
-    *flops = model_train_flops_per_token(&m, T);
-    double tok_s = B * T / median(t, steps);
+    out->flops = model_train_flops_per_token(&m, T);
+    out->params = (double)m.table.total;
+    out->steps = steps;
+    out->tok_s = B * T / median(t, steps);
     mhar_free(tok); mhar_free(t);
     adamw_free(&opt);
     model_free(&m);
-    return tok_s;
 }
 
 // Run one scheme in a child; its peak RSS comes from wait4.
-int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps,
-                 BenchSample *out, double *flops) {
+int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps, double budget_s,
+                 BenchSample *out) {
     int fd[2];
     if (pipe(fd)) return mhar_fail("pipe failed");
     fflush(NULL);
@@ -94,40 +207,77 @@ int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int
     if (pid < 0) return mhar_fail("fork failed");
     if (pid == 0) {
         close(fd[0]);
-        double res[2];
-        res[0] = time_steps(preset, s, vocab, B, T, steps, &res[1]);
-        if (res[0] < 0) fprintf(stderr, "error: %s: %s\n", s->name, mhar_error());
-        ssize_t w = write(fd[1], res, sizeof res);
-        _exit(w == sizeof res && res[0] > 0 ? 0 : 1);
+        BenchSample res = {0};
+        time_steps(preset, s, vocab, B, T, steps, budget_s, &res);
+        if (res.tok_s < 0) fprintf(stderr, "error: %s: %s\n", s->name, mhar_error());
+        ssize_t w = write(fd[1], &res, sizeof res);
+        _exit(w == sizeof res && res.tok_s > 0 ? 0 : 1);
     }
     close(fd[1]);
-    double res[2] = {0, 0};
-    ssize_t got = read(fd[0], res, sizeof res);
+    BenchSample res = {0};
+    ssize_t got = read(fd[0], &res, sizeof res);
     close(fd[0]);
     int status;
     struct rusage ru;
     wait4(pid, &status, 0, &ru);
-    if (got != sizeof res || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || res[0] <= 0)
+    if (got != sizeof res || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || res.tok_s <= 0)
         return mhar_fail("scheme %s failed", s->name);
-    out->tok_s = res[0];
+    *out = res;
     out->peak_mb = ru.ru_maxrss / 1024.0;
-    *flops = res[1];
     return MHAR_OK;
 }
 
-// tools/bench_torch.py on the same shape: its last line is {"tok_per_s": ...}.
-double bench_torch_tok_s(const char *preset, int vocab, int B, int T, int steps) {
-    char cmd[512], line[512], last[512] = "";
-    snprintf(cmd, sizeof cmd, "python3 tools/bench_torch.py --preset %s --vocab %d --batch %d --seq %d --steps %d",
-             preset, vocab, B, T, steps);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    while (fgets(line, sizeof line, p)) memcpy(last, line, sizeof line);
-    if (pclose(p) != 0) return -1;
-    const char *k = strstr(last, "\"tok_per_s\":");
-    return k ? atof(k + 12) : -1;
+// Rounds of every scheme, then the medians and the figures derived from them.
+static int run_rounds(const BenchPlan *p, BenchRun *out) {
+    const int n = p->n, K = p->repeat;
+    double *tok = mhar_alloc(sizeof(double) * n * K), *mem = mhar_alloc(sizeof(double) * n * K);
+    int rc = tok && mem ? MHAR_OK : MHAR_ERR;
+    for (int k = 0; k < K && !rc; k++)
+        for (int i = 0; i < n && !rc; i++) {
+            BenchSample s = {0};
+            rc = bench_scheme(p->preset, &p->scheme[i], p->vocab, p->batch, p->seq, p->steps, 0, &s);
+            if (rc) break;
+            tok[i * K + k] = s.tok_s;
+            mem[i * K + k] = s.peak_mb;
+            out->r[i].flops = s.flops;
+            fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB\n", k + 1, p->scheme[i].name, s.tok_s, s.peak_mb);
+        }
+    for (int i = 0; i < n && !rc; i++) {
+        out->r[i].tok_s = median(tok + i * K, K);
+        out->r[i].peak_mb = median(mem + i * K, K);
+        out->r[i].step_ms = 1e3 * p->batch * p->seq / out->r[i].tok_s;
+    }
+    mhar_free(tok); mhar_free(mem);
+    return rc;
 }
 
+int bench_run(const BenchPlan *p, BenchRun *out) {
+    memset(out, 0, sizeof *out);
+    // The children are forked before this process starts any OpenMP or
+    // OpenBLAS threads: libgomp does not survive a fork after its first use.
+    if (run_rounds(p, out)) return MHAR_ERR;
+    out->sgemm_gflops = bench_sgemm_gflops();
+    if (bench_bandwidth(&out->bw)) return MHAR_ERR;
+    Config c;
+    if (config_preset(p->preset, &c)) return MHAR_ERR;
+    const int n_tok = p->batch * p->seq;
+    out->sources_mb = (2.0 * c.num_hidden_layers + 1) * n_tok * c.hidden_size * sizeof(float) / 1e6;
+    out->base = bench_find(p->scheme, p->n, "baseline");
+    for (int i = 0; i < p->n; i++) {
+        BenchResult *r = &out->r[i];
+        r->modelled = bench_route_bytes(p->preset, &p->scheme[i], p->vocab, n_tok, &r->bytes);
+        r->extra_ms = r->floor_ms = NAN;
+    }
+    for (int i = 0; i < p->n && out->base >= 0; i++) {
+        BenchResult *r = &out->r[i], *b = &out->r[out->base];
+        if (!residual_is_routed(residual_find(p->scheme[i].mode)) || !r->modelled || !b->modelled) continue;
+        r->extra_ms = r->step_ms - b->step_ms;
+        r->floor_ms = 1e3 * bench_floor_s(r->bytes, b->bytes, &out->bw);
+    }
+    if (p->torch && bench_torch(p->preset, p->vocab, p->batch, p->seq, p->steps, p->scheme, p->n, &out->torch))
+        return MHAR_ERR;
+    return MHAR_OK;
+}
 
 // Timed data-parallel steps on comm's ranks, `accum_global` micro-batches of
 // B × T a step: median step seconds and communication seconds per step.

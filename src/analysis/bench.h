@@ -1,22 +1,139 @@
-// Measurements of `mhar bench` (analysis/bench.c).
+// Measurements of `mhar bench` (analysis/bench.c; the scaling grid of
+// --scaling in analysis/bench_shapes.c, the PyTorch peers in
+// analysis/bench_torch.c).
 #pragma once
 #include "../dist/comm.h"
+#include "../residual/residual.h"
+
+#define BENCH_MAX_SCHEMES 16
 
 typedef struct { const char *name, *mode; int heads, blocks; } BenchScheme;
-typedef struct { double tok_s, peak_mb; } BenchSample;
+
+// What one timed child reports (bench_scheme).
+typedef struct {
+    double tok_s, peak_mb;     // median tokens/s of the timed steps; the child's peak RSS
+    double flops;              // model FLOPs per training token
+    double params;             // parameters of the model
+    int steps;                 // timed steps it ran
+} BenchSample;
+
+// The schemes of --residual SPEC: one registered name, a comma list of them
+// ("baseline,mhar,attnres", each once) or "all" (every scheme that trains
+// from a fresh init, in registry order), each with H = heads where the
+// scheme takes a head count and N = blocks where it needs blocks; each is
+// then checked as a config of `preset` with `vocab`. *n = how many.
+int bench_parse_schemes(const char *spec, const char *preset, int vocab, int heads, int blocks, BenchScheme *out,
+                        int *n);
+// The index of the scheme called name in list[0..n), or -1.
+int bench_find(const BenchScheme *list, int n, const char *name);
 
 // The sgemm rate of this machine through matmul_forward: median of 5 square
 // 2048³ products, GFLOP/s (0 if the memory cannot be had).
 double bench_sgemm_gflops(void);
+
+// Memory bandwidth, all threads, over arrays much larger than the
+// last-level cache (4x its size, at least 256 MiB): stream_sum (read) and
+// vec_scale_acc, a[i] += s·b[i] (read-modify-write), each the median of 7
+// passes after one warm-up. Bytes are counted as RouteBytes counts them:
+// read 4 per float; read-modify-write 12 (b read, a updated: 8).
+typedef struct {
+    double read_gbs, rmw_gbs;  // GB/s (1e9 bytes)
+    double array_mib;          // size of each array
+    double llc_mb;             // the last-level cache, MB (0 if unknown)
+} BenchBandwidth;
+int bench_bandwidth(BenchBandwidth *out);
+
+// The traffic of scheme s per training step of n_tok tokens on `preset`
+// (residual_route_bytes): 1, or 0 when the scheme does not model it.
+int bench_route_bytes(const char *preset, const BenchScheme *s, int vocab, int n_tok, RouteBytes *out);
+// The time floor (seconds) of the traffic a scheme moves beyond baseline's:
+// extra reads at the read bandwidth plus extra writes at the
+// read-modify-write bandwidth.
+double bench_floor_s(RouteBytes scheme, RouteBytes base, const BenchBandwidth *bw);
+
 // `steps` timed training steps (forward, backward, AdamW; one untimed
-// warm-up) of scheme s on random tokens, in a forked child: median tokens/s
-// and the child's peak RSS into *out, model FLOPs per token into *flops.
-// Fork before this process starts OpenMP or OpenBLAS threads.
-int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps, BenchSample *out,
-                 double *flops);
-// tools/bench_torch.py (HF Qwen3, PyTorch eager, fp32) on the same shape:
-// tokens/s, or -1 if it failed.
-double bench_torch_tok_s(const char *preset, int vocab, int B, int T, int steps);
+// warm-up) of scheme s on random tokens, in a forked child, into *out. With
+// budget_s > 0 the child times at most as many steps as fit budget_s at the
+// warm-up step's pace (at least 1). Fork before this process starts OpenMP
+// or OpenBLAS threads.
+int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps, double budget_s,
+                 BenchSample *out);
+
+// ---- the PyTorch peers (analysis/bench_torch.c) ----------------------------------
+// tools/bench_torch.py times each scheme's PyTorch peer on the same shape:
+// HF Qwen3 (eager, sdpa) for baseline, and when baseline is in the list also
+// the same under torch.compile; modeling_mhar's eager form for the others.
+typedef struct {
+    char name[32];             // qwen3, qwen3_compile, or the scheme's name
+    char what[96];             // what it is, as the helper says
+    double tok_s;              // 0 when it failed
+    char error[256];           // why it failed ("" when it ran)
+} BenchPeer;
+typedef struct {
+    char version[48];          // torch.__version__ ("" when the helper failed)
+    int threads;
+    BenchPeer peer[BENCH_MAX_SCHEMES + 1];
+    int n;
+    char error[256];           // the helper itself failed ("" otherwise)
+} BenchTorch;
+// Runs $MHAR_BENCH_TORCH (default tools/bench_torch.py, from the repository
+// root) with .venv/bin/python3 when present, else python3. Fills *out and
+// returns MHAR_OK even when peers fail (each says why); MHAR_ERR only for a
+// bad shape.
+int bench_torch(const char *preset, int vocab, int B, int T, int steps, const BenchScheme *list, int n,
+                BenchTorch *out);
+// The index in t of scheme s's eager peer, of qwen3_compile (s NULL), or -1.
+int bench_torch_peer(const BenchTorch *t, const BenchScheme *s);
+
+// ---- one bench run ---------------------------------------------------------------
+typedef struct {
+    const char *preset;
+    int vocab, batch, seq, steps, repeat, torch;
+    BenchScheme scheme[BENCH_MAX_SCHEMES];
+    int n;
+} BenchPlan;
+
+typedef struct {
+    double tok_s, peak_mb;     // medians over the rounds
+    double flops;              // model FLOPs per token
+    double step_ms;            // B·T / tok_s
+    int modelled;              // bytes below are known
+    RouteBytes bytes;          // the scheme's traffic per step
+    // Against baseline (routed schemes, when baseline is in the plan and
+    // both are modelled; NAN otherwise): step time over baseline's, and the
+    // floor of it from the extra traffic (bench_floor_s).
+    double extra_ms, floor_ms;
+} BenchResult;
+
+typedef struct {
+    double sgemm_gflops;
+    BenchBandwidth bw;
+    double sources_mb;         // full routing's source buffer at this shape ((2L+1)·B·T·d floats)
+    int base;                  // index of baseline in the plan, -1
+    BenchResult r[BENCH_MAX_SCHEMES];
+    BenchTorch torch;          // when plan.torch
+} BenchRun;
+
+// The rounds of every scheme (each round runs every scheme once, in order,
+// in its own child; progress on stderr), then the machine's rates, the
+// traffic figures and, with plan->torch, the PyTorch peers.
+int bench_run(const BenchPlan *plan, BenchRun *out);
+
+// ---- the scaling grid (analysis/bench_shapes.c) ------------------------------------
+// baseline and mhar (H = heads) over the presets nano .. max_preset at
+// B 8 x T 256, and on `preset` over T = 256 .. max_seq (powers of 2) at
+// 4096 tokens a step. Each shape: one warm-up and up to `steps` timed steps
+// (fewer where a step is slow: 20 s of timed steps at most); a shape whose
+// estimated memory (model_train_bytes) exceeds max_gb, or 90% of the
+// machine's RAM when max_gb is 0, is skipped with a line saying so. Writes DIR/scaling.md, DIR/scaling.json and gnuplot PNGs
+// (DIR/scaling_{preset,seq}_{tok_s,mfu,peak_mb,ratio}.png, each beside its
+// .dat and .gp); *md (malloc'd) gets the Markdown table.
+typedef struct {
+    const char *dir, *preset, *max_preset;
+    int max_seq, steps, vocab, heads;
+    double max_gb;             // 0: 90% of RAM
+} BenchShapesPlan;
+int bench_shapes(const BenchShapesPlan *plan, char **md);
 
 // Data-parallel scaling (mhar bench under mpirun): the job's ranks train
 // batches of B × T each (one micro-batch per rank a step), with and without

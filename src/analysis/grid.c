@@ -18,7 +18,7 @@
 
 // The grid's own keys; the recipe's are the run options with RUN_GRID.
 static const char *const TOP_KEYS[] = {"name", "preset", "schemes", "seeds", "train", "val", "manifest", "lr"};
-static const char *const SCHEME_KEYS[] = {"residual", "route_heads", "route_blocks"};
+static const char *const SCHEME_KEYS[] = {"residual", "route_heads", "route_blocks", "route_query_init"};
 
 static int known_key(const char *k, const char *const *keys, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -101,7 +101,7 @@ static int resolve(const char *base_dir, const char *p, char *out, size_t cap) {
     return rc;
 }
 
-typedef struct { char residual[16]; int heads[64], n_heads, blocks[64], n_blocks; } SchemeSpec;
+typedef struct { char residual[16], query_init[8]; int heads[64], n_heads, blocks[64], n_blocks; } SchemeSpec;
 
 static int sweep_scheme(const ResidualScheme *s) { return s->from_scratch; }
 
@@ -132,7 +132,13 @@ static int parse_scheme(const cJSON *s, int idx, const char *path, SchemeSpec *s
                  &sp->n_blocks))
         return MHAR_ERR;
     for (int i = 0; i < sp->n_blocks; i++) sp->blocks[i] = (int)v[i];
+    const cJSON *qi = cJSON_GetObjectItemCaseSensitive(s, "route_query_init");
+    if (qi && !(cJSON_IsString(qi) && config_query_init_find(qi->valuestring) >= 0))
+        return mhar_fail("%s: schemes[%d].route_query_init must be \"zero\" or \"normal\"", path, idx);
+    if (qi) snprintf(sp->query_init, sizeof sp->query_init, "%s", qi->valuestring);
     int routed = residual_is_routed(rs);
+    if (!routed && qi)
+        return mhar_fail("%s: schemes[%d]: '%s' does not route; route_query_init does not apply", path, idx, m);
     if (!routed && (sp->n_heads || sp->n_blocks))
         return mhar_fail("%s: schemes[%d]: '%s' does not route; route_heads/route_blocks do not apply", path, idx, m);
     if (rs->heads == HEADS_ONE && (sp->n_blocks || sp->n_heads > 1 || (sp->n_heads && sp->heads[0] != 1)))
@@ -147,12 +153,15 @@ static int parse_scheme(const cJSON *s, int idx, const char *path, SchemeSpec *s
     return MHAR_OK;
 }
 
-// baseline, attnres; mhar-h4 (a scheme with H heads); block-h4-b2 (and blocks)
-static void method_name(const char *residual, int heads, int blocks, char *out, size_t cap) {
+// baseline, attnres; mhar-h4 (a scheme with H heads); block-h4-b2 (and
+// blocks); "-qnormal" after any of them whose queries start N(0, 0.02).
+static void method_name(const char *residual, int heads, int blocks, const char *query_init, char *out,
+                        size_t cap) {
     const ResidualScheme *s = residual_find(residual);
-    if (s && s->needs_blocks) snprintf(out, cap, "%s-h%d-b%d", residual, heads, blocks);
-    else if (s && s->heads == HEADS_ANY) snprintf(out, cap, "%s-h%d", residual, heads);
-    else snprintf(out, cap, "%s", residual);
+    const char *q = !strcmp(query_init, "normal") ? "-qnormal" : "";
+    if (s && s->needs_blocks) snprintf(out, cap, "%s-h%d-b%d%s", residual, heads, blocks, q);
+    else if (s && s->heads == HEADS_ANY) snprintf(out, cap, "%s-h%d%s", residual, heads, q);
+    else snprintf(out, cap, "%s%s", residual, q);
 }
 
 // Does the model config accept this scheme on this preset (H divides d, ...)?
@@ -275,10 +284,11 @@ int grid_load(const char *path, Grid *g) {
                             snprintf(o->residual, sizeof o->residual, "%s", specs[ci].residual);
                             o->heads = specs[ci].heads[hi];
                             o->blocks = specs[ci].blocks[bi];
+                            snprintf(o->route_query_init, sizeof o->route_query_init, "%s", specs[ci].query_init);
                             o->seed = (uint64_t)seeds[si];
                             o->lr = lrs[li];
                             rc = check_model(path, o->preset, &specs[ci], o->heads, o->blocks);
-                            method_name(o->residual, o->heads, o->blocks, r->method, sizeof r->method);
+                            method_name(o->residual, o->heads, o->blocks, o->route_query_init, r->method, sizeof r->method);
                             char lr_part[40] = "";
                             if (g->n_lr > 1) snprintf(lr_part, sizeof lr_part, "-lr%g", o->lr);
                             snprintf(r->name, sizeof r->name, "%s-%s%s-s%llu", o->preset, r->method, lr_part,

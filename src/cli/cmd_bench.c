@@ -1,6 +1,9 @@
-// mhar bench: training throughput and memory of one or all residual schemes,
-// model FLOP/s, and this machine's own sgemm rate, all measured in one run.
-// Each scheme runs in a child process, so its peak memory is its own.
+// mhar bench: training throughput and memory of residual schemes, model
+// FLOP/s, this machine's own sgemm rate and memory bandwidth, each routed
+// scheme's cost over baseline against its memory-traffic floor, the PyTorch
+// peers, and the scaling grid; all measured by analysis/bench.h.
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,20 +12,31 @@
 #include "commands.h"
 #include "analysis/bench.h"
 #include "dist/comm.h"
-#include "model/config.h"
 #include "residual/residual.h"
-#include "util/median.h"
 
 static const char *usage =
-    "usage: mhar bench [--preset P] [--residual R|all] [--batch B --seq T --steps N --repeat K]\n\n"
+    "usage: mhar bench [--preset P] [--residual R|R1,R2,...|all] [--batch B --seq T --steps N --repeat K] [--torch]\n"
+    "       mhar bench --scaling --out DIR [--preset P] [--max-preset P] [--max-seq T] [--max-memory GB] [--steps N]\n\n"
     "Times full training steps (forward, backward, AdamW) on random tokens and\n"
     "reports the median step. model FLOPs = 6·params + 12·L·nh·hd·T per token;\n"
     "mfu = model FLOP/s / the sgemm rate measured here (2048³, median of 5).\n"
-    "--residual all runs baseline, hc, denseformer, attnres, mhar and block and\n"
-    "reports each one's throughput and peak memory as ratios to baseline;\n"
-    "--repeat K interleaves K rounds of all schemes and takes medians.\n"
-    "--torch also times HF transformers' Qwen3 (PyTorch eager, fp32) on the\n"
-    "same shape via tools/bench_torch.py. The last line is a JSON object.\n\n"
+    "The memory bandwidth is measured in the same run (all threads, arrays 4x\n"
+    "the last-level cache): read (a sum) and read-modify-write (a[i] += s·b[i]).\n"
+    "--residual takes one scheme, a comma list, or all (baseline, hc,\n"
+    "denseformer, attnres, mhar, block); throughput and peak memory are given as\n"
+    "ratios to baseline, and for each routed scheme its extra step time over\n"
+    "baseline against the floor of its extra memory traffic at the measured\n"
+    "bandwidths (extra/floor: 1 would be a kernel at the memory's pace).\n"
+    "--repeat K interleaves K rounds of the schemes and takes medians.\n"
+    "--torch also times PyTorch peers on the same shape (tools/bench_torch.py):\n"
+    "HF Qwen3 eager (sdpa) and under torch.compile for baseline, mhar's own HF\n"
+    "class in eager PyTorch for the other schemes. The last line is a JSON object.\n\n"
+    "--scaling: baseline and mhar over the presets nano .. --max-preset (1b) at\n"
+    "B 8 x T 256, and on --preset over T 256 .. --max-seq (2048) at 4096 tokens a\n"
+    "step; --steps caps the timed steps of a shape (big ones take fewer);\n"
+    "shapes estimated above --max-memory GB (default 90% of RAM) are skipped.\n"
+    "Writes DIR/scaling.md, DIR/scaling.json and gnuplot PNGs of tokens/s, mfu,\n"
+    "peak memory and the mhar/baseline ratio.\n\n"
     "Under mpirun -np N (one scheme): the scaling of data-parallel training:\n"
     "tokens/s of N ranks x T threads (OMP_NUM_THREADS) against 1 rank x N·T\n"
     "threads on the same global batch (N x --batch), the communication time\n"
@@ -56,12 +70,159 @@ static int bench_mpi(Comm *comm, const char *preset, const BenchScheme *s, int v
     return 0;
 }
 
+// A growing JSON text (the last line).
+typedef struct { char buf[16384]; size_t len; } Json;
+static void jput(Json *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jput(Json *j, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(j->buf + j->len, sizeof j->buf - j->len, fmt, ap);
+    va_end(ap);
+    if (k > 0) j->len = j->len + (size_t)k < sizeof j->buf ? j->len + (size_t)k : sizeof j->buf - 1;
+}
+// A JSON string body: the helper's error messages may hold quotes.
+static void jstr(Json *j, const char *s) {
+    jput(j, "\"");
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\') jput(j, "\\%c", *s);
+        else if ((unsigned char)*s >= 0x20) jput(j, "%c", *s);
+    jput(j, "\"");
+}
+
+static void print_table(const BenchPlan *p, const BenchRun *b) {
+    const double base_tok = b->r[b->base >= 0 ? b->base : 0].tok_s, base_mem = b->r[b->base >= 0 ? b->base : 0].peak_mb;
+    printf("machine: sgemm %.1f GFLOP/s (2048³, median of 5); memory read %.1f GB/s, read-modify-write %.1f GB/s "
+           "(%.0f MiB arrays, median of 7)\n", b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib);
+    printf("%-12s %10s %12s %8s %9s %9s %9s\n", "scheme", "tok/s", "model GF/s", "mfu", "peak MB",
+           b->base >= 0 ? "tok/base" : "tok/first", b->base >= 0 ? "mem/base" : "mem/first");
+    for (int i = 0; i < p->n; i++) {
+        const BenchResult *r = &b->r[i];
+        double gf = r->flops * r->tok_s / 1e9;
+        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f\n", p->scheme[i].name, r->tok_s, gf,
+               100 * gf / b->sgemm_gflops, r->peak_mb, r->tok_s / base_tok, r->peak_mb / base_mem);
+    }
+}
+
+// The routed schemes against their traffic floor.
+static void print_floors(const BenchPlan *p, const BenchRun *b) {
+    int any = 0;
+    for (int i = 0; i < p->n; i++) {
+        if (!residual_is_routed(residual_find(p->scheme[i].mode))) continue;
+        if (!any++) {
+            if (b->base < 0) { printf("routing floors: add baseline to --residual to compare against it\n"); return; }
+            printf("routing over baseline, per step (floor: the extra traffic at the measured bandwidths; sources "
+                   "%.0f MB, last-level cache %.0f MB):\n", b->sources_mb, b->bw.llc_mb);
+            printf("%-12s %9s %9s %10s %10s %9s %12s\n", "scheme", "step ms", "extra ms", "+read MB", "+write MB",
+                   "floor ms", "extra/floor");
+        }
+        const BenchResult *r = &b->r[i], *base = &b->r[b->base];
+        if (isnan(r->floor_ms)) { printf("%-12s %9.1f   (traffic not modelled)\n", p->scheme[i].name, r->step_ms); continue; }
+        printf("%-12s %9.1f %9.1f %10.1f %10.1f %9.1f %12.2f\n", p->scheme[i].name, r->step_ms, r->extra_ms,
+               (r->bytes.read - base->bytes.read) / 1e6, (r->bytes.write - base->bytes.write) / 1e6, r->floor_ms,
+               r->extra_ms / r->floor_ms);
+    }
+}
+
+static void print_torch(const BenchPlan *p, const BenchRun *b) {
+    const BenchTorch *t = &b->torch;
+    if (t->error[0]) { fprintf(stderr, "warning: the PyTorch comparison failed: %s\n", t->error); return; }
+    printf("PyTorch %s peers (%d threads, fp32, same shape, warm-up excluded):\n", t->version, t->threads);
+    printf("%-14s %10s %12s %8s   %-22s %s\n", "peer", "tok/s", "model GF/s", "mfu", "mhar / peer", "what");
+    for (int k = 0; k < t->n; k++) {
+        const BenchPeer *e = &t->peer[k];
+        int i = 0;  // the mhar scheme it is compared with
+        for (; i < p->n; i++)
+            if (bench_torch_peer(t, &p->scheme[i]) == k) break;
+        if (strcmp(e->name, "qwen3_compile") == 0) i = b->base;
+        if (i < 0 || i >= p->n) continue;
+        if (!e->tok_s) { printf("%-14s failed: %s\n", e->name, e->error); continue; }
+        double gf = b->r[i].flops * e->tok_s / 1e9;
+        char ratio[48];
+        snprintf(ratio, sizeof ratio, "%s %.2fx", p->scheme[i].name, b->r[i].tok_s / e->tok_s);
+        printf("%-14s %10.0f %12.1f %7.1f%%   %-22s %s\n", e->name, e->tok_s, gf, 100 * gf / b->sgemm_gflops, ratio,
+               e->what);
+    }
+}
+
+static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
+    const BenchResult *r = &b->r[i], *base = &b->r[b->base >= 0 ? b->base : 0];
+    double gf = r->flops * r->tok_s / 1e9;
+    jput(j, "\"tok_per_s\": %.1f, \"model_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"step_ms\": %.3f",
+         r->tok_s, gf, gf / b->sgemm_gflops, r->peak_mb, r->step_ms);
+    if (p->n > 1) jput(j, ", \"tok_ratio\": %.4f, \"mem_ratio\": %.4f", r->tok_s / base->tok_s, r->peak_mb / base->peak_mb);
+    if (r->modelled) jput(j, ", \"route_read_bytes\": %.0f, \"route_write_bytes\": %.0f", r->bytes.read, r->bytes.write);
+    if (!isnan(r->floor_ms))
+        jput(j, ", \"extra_ms\": %.3f, \"floor_ms\": %.4f, \"extra_over_floor\": %.4f", r->extra_ms, r->floor_ms,
+             r->extra_ms / r->floor_ms);
+    const int k = p->torch ? bench_torch_peer(&b->torch, &p->scheme[i]) : -1;
+    if (k >= 0 && b->torch.peer[k].tok_s > 0)
+        jput(j, ", \"torch_peer\": \"%s\", \"torch_peer_tok_per_s\": %.1f, \"over_torch_peer\": %.4f",
+             b->torch.peer[k].name, b->torch.peer[k].tok_s, r->tok_s / b->torch.peer[k].tok_s);
+}
+
+static void print_json(const BenchPlan *p, const BenchRun *b) {
+    static Json j;
+    j.len = 0;
+    jput(&j, "{\"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"vocab\": %d, \"sgemm_gflops\": %.2f, "
+             "\"read_gbs\": %.3f, \"rmw_gbs\": %.3f, \"bandwidth_array_mib\": %.1f, \"llc_mb\": %.1f, "
+             "\"sources_mb\": %.2f, ",
+         p->preset, p->batch, p->seq, p->vocab, b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib,
+         b->bw.llc_mb, b->sources_mb);
+    if (p->n == 1) {
+        jput(&j, "\"residual\": \"%s\", ", p->scheme[0].name);
+        scheme_json(&j, p, b, 0);
+    } else {
+        jput(&j, "\"schemes\": {");
+        for (int i = 0; i < p->n; i++) {
+            jput(&j, "%s\"%s\": {", i ? ", " : "", p->scheme[i].name);
+            scheme_json(&j, p, b, i);
+            jput(&j, "}");
+        }
+        jput(&j, "}");
+    }
+    if (p->torch) {
+        const BenchTorch *t = &b->torch;
+        jput(&j, ", \"torch\": {\"version\": ");
+        jstr(&j, t->version);
+        jput(&j, ", \"threads\": %d, ", t->threads);
+        if (t->error[0]) { jput(&j, "\"error\": "); jstr(&j, t->error); }
+        jput(&j, "%s\"peers\": {", t->error[0] ? ", " : "");
+        for (int k = 0; k < t->n; k++) {
+            jput(&j, "%s\"%s\": {\"what\": ", k ? ", " : "", t->peer[k].name);
+            jstr(&j, t->peer[k].what);
+            if (t->peer[k].tok_s > 0) jput(&j, ", \"tok_per_s\": %.1f}", t->peer[k].tok_s);
+            else { jput(&j, ", \"error\": "); jstr(&j, t->peer[k].error); jput(&j, "}"); }
+        }
+        jput(&j, "}}");
+        const int c = bench_torch_peer(t, NULL);
+        if (c >= 0 && b->base >= 0 && t->peer[c].tok_s > 0)
+            jput(&j, ", \"baseline_over_compile\": %.4f", b->r[b->base].tok_s / t->peer[c].tok_s);
+    }
+    jput(&j, "}");
+    puts(j.buf);
+}
+
+static int run_scaling(const BenchShapesPlan *sp) {
+    char *md = NULL;
+    if (bench_shapes(sp, &md)) {
+        fprintf(stderr, "error: %s\n", mhar_error());
+        free(md);
+        return 1;
+    }
+    fputs(md, stdout);
+    printf("wrote %s/scaling.md, %s/scaling.json and %s/scaling_*.png\n", sp->dir, sp->dir, sp->dir);
+    free(md);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
-    const char *preset = "micro", *residual = "baseline";
-    int batch = 16, seq = 256, steps = 5, vocab = 8192, heads = 8, blocks = 4, repeat = 1, torch = 0;
+    const char *preset = "micro", *residual = "baseline", *out = NULL, *max_preset = "1b";
+    int batch = 16, seq = 256, steps = 5, vocab = 8192, heads = 8, blocks = 4, repeat = 1, torch = 0, scaling = 0;
+    int max_seq = 2048;
+    double max_gb = 0;
     Flag flags[] = {
-        {"preset", FLAG_STR, &preset, "model preset (default micro)", 0, 0, 0},
-        {"residual", FLAG_STR, &residual, "scheme, or all (default baseline)", 0, 0, 0},
+        {"preset", FLAG_STR, &preset, "model preset (default micro; with --scaling, the model of the T sweep)", 0, 0, 0},
+        {"residual", FLAG_STR, &residual, "scheme, comma list of schemes, or all (default baseline)", 0, 0, 0},
         {"route-heads", FLAG_INT, &heads, "routing heads for mhar and block (default 8)", 1, 4096, 0},
         {"route-blocks", FLAG_INT, &blocks, "blocks for block routing (default 4)", 1, 1024, 0},
         {"batch", FLAG_INT, &batch, "sequences per step (default 16)", 1, 1 << 20, 0},
@@ -69,87 +230,55 @@ int cmd_bench(int argc, char **argv) {
         {"steps", FLAG_INT, &steps, "timed steps per run, after one warm-up (default 5)", 1, 1e6, 0},
         {"repeat", FLAG_INT, &repeat, "interleaved rounds over the schemes (default 1)", 1, 1000, 0},
         {"vocab", FLAG_INT, &vocab, "vocabulary size (default 8192)", 2, 1 << 24, 0},
-        {"torch", FLAG_BOOL, &torch, "also time PyTorch eager (HF Qwen3) on the same shape", 0, 0, 0},
+        {"torch", FLAG_BOOL, &torch, "also time the PyTorch peers on the same shape", 0, 0, 0},
+        {"scaling", FLAG_BOOL, &scaling, "run the scaling grid (presets and sequence lengths) into --out", 0, 0, 0},
+        {"out", FLAG_STR, &out, "directory of the --scaling table and plots", 0, 0, 0},
+        {"max-preset", FLAG_STR, &max_preset, "largest preset of the --scaling grid (default 1b)", 0, 0, 0},
+        {"max-seq", FLAG_INT, &max_seq, "longest sequence of the --scaling grid (default 2048)", 256, 1 << 20, 0},
+        {"max-memory", FLAG_DOUBLE, &max_gb, "--scaling skips shapes estimated above this many GB (default 90% of RAM)",
+         0.001, 1e6, 0},
     };
-    int r = args_parse(argc, argv, flags, sizeof flags / sizeof flags[0], usage);
+    const int nf = sizeof flags / sizeof flags[0];
+    int r = args_parse(argc, argv, flags, nf, usage);
     if (r) return r > 0 ? 0 : 2;
-    // all: every scheme that trains from a fresh init, in registry order; H
-    // and N only where the scheme takes them.
-    BenchScheme list[32];
-    int n = 0;
-    for (int i = 0; i < residual_count() && n < 32; i++) {
-        const ResidualScheme *s = residual_at(i);
-        if (strcmp(residual, "all") ? strcmp(residual, s->name) != 0 : !s->from_scratch) continue;
-        list[n++] = (BenchScheme){s->name, s->name, s->heads == HEADS_ANY ? heads : 1, s->needs_blocks ? blocks : 0};
+    if (scaling) {
+        const char *only[] = {"residual", "batch", "seq", "repeat", "torch", "route-blocks"};
+        for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)
+            if (args_flag(flags, nf, only[i])->given) {
+                fprintf(stderr, "error: --%s does not apply to --scaling (its grid fixes it)\n", only[i]);
+                return 2;
+            }
+        if (!out) { fprintf(stderr, "error: --scaling needs --out DIR for its table and plots\n"); return 2; }
+        BenchShapesPlan sp = {out, preset, max_preset, max_seq, steps, vocab, heads, max_gb};
+        return run_scaling(&sp);
     }
-    if (!n) {
-        char names[256];
-        fprintf(stderr, "error: unknown residual scheme '%s' (%s, or all)\n", residual,
-                residual_names(names, sizeof names, ", ", NULL));
-        return 1;
-    }
-    Config probe;  // refuse a bad scheme before timing anything
-    config_preset(preset, &probe);
-    for (int i = 0; i < n; i++) {
-        probe.vocab_size = vocab;
-        snprintf(probe.attnres_mode, sizeof probe.attnres_mode, "%s", list[i].mode);
-        probe.attnres_num_heads = list[i].heads;
-        probe.attnres_num_blocks = list[i].blocks;
-        if (config_validate(&probe, "bench options")) {
-            fprintf(stderr, "error: %s\n", mhar_error());
-            return 1;
+    const char *grid[] = {"out", "max-preset", "max-seq", "max-memory"};
+    for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
+        if (args_flag(flags, nf, grid[i])->given) {
+            fprintf(stderr, "error: --%s applies only with --scaling\n", grid[i]);
+            return 2;
         }
+    BenchPlan plan = {preset, vocab, batch, seq, steps, repeat, torch, {{0}}, 0};
+    if (bench_parse_schemes(residual, preset, vocab, heads, blocks, plan.scheme, &plan.n)) {
+        fprintf(stderr, "error: %s\n", mhar_error());
+        return 1;
     }
     Comm *comm = comm_world();
     if (comm->size > 1) {
-        if (n != 1 || torch) {
-            if (comm->rank == 0) fprintf(stderr, "error: under mpirun, bench times one scheme (no all, no --torch)\n");
+        if (plan.n != 1 || torch) {
+            if (comm->rank == 0) fprintf(stderr, "error: under mpirun, bench times one scheme (no list, no --torch)\n");
             return 2;
         }
-        return bench_mpi(comm, preset, &list[0], vocab, batch, seq, steps, repeat);
+        return bench_mpi(comm, preset, &plan.scheme[0], vocab, batch, seq, steps, repeat);
     }
-    // The children are forked before this process starts any OpenMP or
-    // OpenBLAS threads: libgomp does not survive a fork after its first use.
-    double fpt[32] = {0};  // model FLOPs per token of each scheme
-    double *tok = calloc((size_t)n * repeat, sizeof(double)), *mem = calloc((size_t)n * repeat, sizeof(double));
-    for (int k = 0; k < repeat; k++)
-        for (int i = 0; i < n; i++) {
-            BenchSample s = {0, 0};
-            if (bench_scheme(preset, &list[i], vocab, batch, seq, steps, &s, &fpt[i])) {
-                fprintf(stderr, "error: %s\n", mhar_error());
-                return 1;
-            }
-            tok[i * repeat + k] = s.tok_s;
-            mem[i * repeat + k] = s.peak_mb;
-            fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB\n", k + 1, list[i].name, s.tok_s, s.peak_mb);
-        }
-    double sgemm = bench_sgemm_gflops();
-    double torch_tok = torch ? bench_torch_tok_s(preset, vocab, batch, seq, steps) : -1;
-    if (torch && torch_tok <= 0) fprintf(stderr, "warning: the PyTorch comparison failed (tools/bench_torch.py)\n");
-    printf("%-12s %10s %12s %8s %9s %9s %9s\n", "scheme", "tok/s", "model GF/s", "mfu", "peak MB", "tok/base", "mem/base");
-    double base_tok = median(tok, repeat), base_mem = median(mem, repeat);
-    char json[8192];
-    int off = 0;
-    for (int i = 0; i < n; i++) {
-        double t = median(tok + i * repeat, repeat), mb = median(mem + i * repeat, repeat);
-        double gflops = fpt[i] * t / 1e9;
-        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f\n", list[i].name, t, gflops, 100 * gflops / sgemm, mb,
-               t / base_tok, mb / base_mem);
-        off += snprintf(json + off, sizeof json - off,
-                        "%s\"%s\": {\"tok_per_s\": %.1f, \"model_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, "
-                        "\"tok_ratio\": %.4f, \"mem_ratio\": %.4f}",
-                        i ? ", " : "", list[i].name, t, gflops, gflops / sgemm, mb, t / base_tok, mb / base_mem);
-        if (n == 1)
-            snprintf(json, sizeof json, "\"residual\": \"%s\", \"tok_per_s\": %.1f, \"model_gflops\": %.2f, "
-                     "\"mfu\": %.4f, \"peak_rss_mb\": %.1f", list[0].name, t, gflops, gflops / sgemm, mb);
+    static BenchRun run;
+    if (bench_run(&plan, &run)) {
+        fprintf(stderr, "error: %s\n", mhar_error());
+        return 1;
     }
-    if (torch_tok > 0)
-        printf("%-12s %10.0f %12.1f %7.1f%%   (PyTorch eager, HF Qwen3, fp32; mhar baseline is %.2fx)\n", "torch",
-               torch_tok, fpt[0] * torch_tok / 1e9, 100 * fpt[0] * torch_tok / 1e9 / sgemm, base_tok / torch_tok);
-    printf("{\"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"vocab\": %d, \"sgemm_gflops\": %.2f, %s%s%s",
-           preset, batch, seq, vocab, sgemm, n == 1 ? "" : "\"schemes\": {", json, n == 1 ? "" : "}");
-    if (torch_tok > 0) printf(", \"torch_tok_per_s\": %.1f", torch_tok);
-    printf("}\n");
-    free(tok); free(mem);
+    print_table(&plan, &run);
+    print_floors(&plan, &run);
+    if (torch) print_torch(&plan, &run);
+    print_json(&plan, &run);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "tokenizer/textfiles.h"
 #include "tokenizer/train.h"
 #include "util/common.h"
+#include "util/dir.h"
 
 #define NF(f) ((int)(sizeof f / sizeof f[0]))
 
@@ -59,7 +60,7 @@ static int train(int argc, char **argv) {
     double t0 = now_seconds();
     int rc = bpe_train_corpus(corpus, &o, &b, &st, used, sizeof used);
     if (rc) return fail();
-    rc = bpe_save(out, &b);
+    rc = mkdir_parent(out) || bpe_save(out, &b);
     double secs = now_seconds() - t0;
     if (rc) { bpe_free(&b); return fail(); }
     if (b.vocab_size < vocab)
@@ -195,7 +196,7 @@ static int import_cmd(int argc, char **argv) {
     if (!hf || !out) { fprintf(stderr, "error: --hf and --out are required (see --help)\n"); return 2; }
     Bpe b;
     if (bpe_import_hf(hf, &b)) return fail();
-    int rc = bpe_save(out, &b);
+    int rc = mkdir_parent(out) || bpe_save(out, &b);
     if (!rc)
         fprintf(stderr, "imported %s: vocabulary %d, %d merges, %d special tokens, pattern %s%s%s\n", hf,
                 b.vocab_size, b.n_merges, b.n_special, pretok_name(b.pattern),

@@ -7,7 +7,7 @@ residual scheme is not the plain baseline, so that
 
 computes the same logits as mhar. The config.json keys are the HF Qwen3 (or
 Llama) keys plus the residual scheme (attnres_mode, attnres_num_heads,
-attnres_num_blocks) and the base family (mhar_family).
+attnres_num_blocks, route_query_init) and the base family (mhar_family).
 
 config.json lists one "mhar_<scheme>" entry per layer in layer_types, which a
 plain Qwen3Config or LlamaConfig refuses, so a routed run cannot be loaded
@@ -59,6 +59,9 @@ class MharConfig(PreTrainedConfig):
     attnres_mode: str = "mhar"
     attnres_num_heads: int = 1
     attnres_num_blocks: int = 0
+    # How mhar initialised the routing queries ("zero" or "normal"); a record
+    # of the run, it changes nothing once the weights are loaded.
+    route_query_init: str = "zero"
 
     def __post_init__(self, **kwargs):
         if self.num_key_value_heads is None:

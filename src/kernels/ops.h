@@ -235,3 +235,11 @@ void dwa_backward(OpsContext *ctx, float *dX, size_t dx_stride, float *dalpha, f
 // *da += Σ dx·y (tokens in fixed chunks, in double).
 void gated_read_backward(OpsContext *ctx, float *dr, float *dy, float *da, const float *dx, const float *y,
                          float a, int n_tok, int d);
+
+// ---- memory-bandwidth probe (mhar bench) -------------------------------------------
+// Σ a[i] over a [n], read once by every thread with independent partial
+// sums, so that only memory limits it (sum_squares' single double chain is
+// bound by add latency instead). Fixed chunks, each summed in fp32 lanes then
+// added in double in index order: the same bits whatever the thread count.
+// Its read-modify-write counterpart is vec_scale_acc itself.
+double stream_sum(OpsContext *ctx, const float *a, size_t n);

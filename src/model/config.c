@@ -69,6 +69,19 @@ const char *config_family_name(int family) {
 
 const char *config_family_names(void) { return "qwen3|llama"; }
 
+static const char *const QUERY_INITS[] = {"zero", "normal"};  // RouteQueryInit order
+#define N_QUERY_INITS ((int)(sizeof QUERY_INITS / sizeof QUERY_INITS[0]))
+
+int config_query_init_find(const char *name) {
+    for (int i = 0; i < N_QUERY_INITS; i++)
+        if (strcmp(name, QUERY_INITS[i]) == 0) return i;
+    return -1;
+}
+
+const char *config_query_init_name(int init) {
+    return init >= 0 && init < N_QUERY_INITS ? QUERY_INITS[init] : "?";
+}
+
 int config_qk_norm(const Config *c) { return FAMILIES[c->family].qk_norm; }
 
 static void set_defaults(Config *c) {
@@ -85,8 +98,13 @@ static void set_defaults(Config *c) {
     strcpy(c->attnres_mode, residual_at(0)->name);  // the registry lists baseline first
     c->attnres_num_heads = 1;
     c->attnres_num_blocks = 0;
+    c->route_query_init = ROUTE_QUERY_ZERO;
     c->bos_token_id = -1;
     c->n_eos_token_ids = 0;
+}
+
+const char *config_preset_name(int i) {
+    return i >= 0 && i < (int)(sizeof PRESETS / sizeof PRESETS[0]) ? PRESETS[i].name : NULL;
 }
 
 int config_preset(const char *name, Config *c) {
@@ -197,6 +215,11 @@ static int validate_residual(const Config *c, const char *o) {
         return mhar_fail("%s: attnres_mode '%.15s' is unknown (expected one of: %s)", o, m,
                          residual_names(names, sizeof names, ", ", NULL));
     }
+    if (c->route_query_init != ROUTE_QUERY_ZERO && c->route_query_init != ROUTE_QUERY_NORMAL)
+        return mhar_fail("%s: route_query_init %d is not zero or normal", o, c->route_query_init);
+    // A non-zero init of queries that do not exist would be a silent no-op.
+    if (c->route_query_init == ROUTE_QUERY_NORMAL && !residual_is_routed(s))
+        return mhar_fail("%s: route_query_init normal: residual scheme %s has no routing queries", o, s->name);
     return residual_check_shape(s, c->attnres_num_heads, c->attnres_num_blocks, c->hidden_size,
                                 c->num_hidden_layers, o);
 }
@@ -239,6 +262,7 @@ int config_equal(const Config *a, const Config *b) {
            a->tie_word_embeddings == b->tie_word_embeddings &&
            strncmp(a->attnres_mode, b->attnres_mode, sizeof a->attnres_mode) == 0 &&
            a->attnres_num_heads == b->attnres_num_heads && a->attnres_num_blocks == b->attnres_num_blocks &&
+           a->route_query_init == b->route_query_init &&
            a->bos_token_id == b->bos_token_id && a->n_eos_token_ids == b->n_eos_token_ids &&
            memcmp(a->eos_token_ids, b->eos_token_ids, sizeof(int) * (size_t)a->n_eos_token_ids) == 0;
 }
@@ -279,7 +303,7 @@ static const KeySpec KEYS[] = {
     {"rope_theta", KEY_READ, NULL}, {"rope_scaling", KEY_READ, NULL}, {"rope_parameters", KEY_READ, NULL},
     {"model_type", KEY_READ, NULL}, {"architectures", KEY_READ, NULL}, {"layer_types", KEY_READ, NULL},
     {"mhar_family", KEY_READ, NULL}, {"attnres_mode", KEY_READ, NULL}, {"attnres_num_heads", KEY_READ, NULL},
-    {"attnres_num_blocks", KEY_READ, NULL},
+    {"attnres_num_blocks", KEY_READ, NULL}, {"route_query_init", KEY_READ, NULL},
     {"attention_bias", KEY_FALSE, "mhar has no biases"},
     {"mlp_bias", KEY_FALSE, "mhar has no biases"},
     {"use_sliding_window", KEY_FALSE, "full causal attention only"},
@@ -544,6 +568,16 @@ static int get_mode(const cJSON *root, const char *path, char *out, size_t cap) 
     return MHAR_OK;
 }
 
+// Absent (a run older than the key, an HF checkpoint): zero, SPEC's init.
+static int get_query_init(const cJSON *root, const char *path, int *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "route_query_init");
+    if (!it) return MHAR_OK;
+    int v = cJSON_IsString(it) ? config_query_init_find(it->valuestring) : -1;
+    if (v < 0) return mhar_fail("%s: key 'route_query_init' must be \"zero\" or \"normal\"", path);
+    *out = v;
+    return MHAR_OK;
+}
+
 static int check_act(const cJSON *r, const char *path) {
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(r, "hidden_act");
     if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
@@ -607,7 +641,8 @@ static int parse_fields(const cJSON *r, const char *p, Config *c) {
         get_float(r, p, "rms_norm_eps", &c->rms_norm_eps) || get_rope(r, p, c) || check_act(r, p) ||
         check_layer_types(r, p, c->num_hidden_layers, routed_type) ||
         json_get_bool(r, p, "tie_word_embeddings", 0, &c->tie_word_embeddings) ||
-        get_mode(r, p, c->attnres_mode, sizeof c->attnres_mode) || get_token_ids(r, p, c))
+        get_mode(r, p, c->attnres_mode, sizeof c->attnres_mode) ||
+        get_query_init(r, p, &c->route_query_init) || get_token_ids(r, p, c))
         return MHAR_ERR;
     if (c->rope_type == ROPE_LLAMA3 && !c->rope_original_max_position_embeddings)
         c->rope_original_max_position_embeddings = c->max_position_embeddings;  // transformers' default
@@ -765,12 +800,13 @@ int config_save(const char *path, const Config *c) {
         "  \"tie_word_embeddings\": %s,\n"
         "  \"attnres_mode\": \"%s\",\n"
         "  \"attnres_num_heads\": %d,\n"
-        "  \"attnres_num_blocks\": %d\n"
+        "  \"attnres_num_blocks\": %d,\n"
+        "  \"route_query_init\": \"%s\"\n"
         "}\n",
         identity, FAMILIES[c->family].name, family_keys, scaling, bos, eos, c->vocab_size,
         c->hidden_size, c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
         c->intermediate_size, c->max_position_embeddings, eps, theta, c->tie_word_embeddings ? "true" : "false",
-        c->attnres_mode, c->attnres_num_heads, c->attnres_num_blocks);
+        c->attnres_mode, c->attnres_num_heads, c->attnres_num_blocks, config_query_init_name(c->route_query_init));
     int rc = n < 0 || (size_t)n >= cap ? mhar_fail("%s: config text too long", path)
                                        : atomic_write_file(path, buf, (size_t)n);
     free(buf);
@@ -781,7 +817,7 @@ int config_save(const char *path, const Config *c) {
 // ---- describing ----
 
 void config_describe(const Config *c, char *buf, size_t cap) {
-    char theta[32], rope[160] = "", heads[32] = "";
+    char theta[32], rope[160] = "", heads[48] = "";
     format_float(theta, sizeof theta, c->rope_theta);
     if (c->rope_type == ROPE_LINEAR) {
         snprintf(rope, sizeof rope, ", linear scaling factor %g", c->rope_factor);
@@ -794,6 +830,9 @@ void config_describe(const Config *c, char *buf, size_t cap) {
     if (s && s->heads == HEADS_ANY) snprintf(heads, sizeof heads, " H %d", c->attnres_num_heads);
     if (s && s->needs_blocks) snprintf(heads + strlen(heads), sizeof heads - strlen(heads), " N %d",
                                        c->attnres_num_blocks);
+    if (c->route_query_init != ROUTE_QUERY_ZERO)
+        snprintf(heads + strlen(heads), sizeof heads - strlen(heads), ", queries %s",
+                 config_query_init_name(c->route_query_init));
     snprintf(buf, cap, "family %s, residual %s%s; %d layers, d %d, heads %d/%d x %d, ffn %d, vocab %d, %s head; "
              "RoPE theta %s%s", FAMILIES[c->family].name, c->attnres_mode, heads, c->num_hidden_layers,
              c->hidden_size, c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->intermediate_size,

@@ -11,6 +11,10 @@ typedef enum { FAMILY_QWEN3, FAMILY_LLAMA } ModelFamily;
 // transformers' rope_type: plain RoPE, positions divided by a factor, or
 // Llama 3.1's per-frequency interpolation (_compute_llama3_parameters).
 typedef enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3 } RopeType;
+// How the routing queries (res_proj.weight) start: zero, as SPEC §3 has it
+// (every read starts as a uniform average), or N(0, 0.02) as in the paper's
+// head-count sweep. Only the initial weights differ; config.json records it.
+typedef enum { ROUTE_QUERY_ZERO, ROUTE_QUERY_NORMAL } RouteQueryInit;
 // Llama 3.1 lists three end-of-sequence ids; room for a few more.
 #define CONFIG_MAX_EOS 8
 
@@ -34,6 +38,7 @@ typedef struct {
     char attnres_mode[16];    // baseline|hc|attnres|mhar|block|denseformer|delta_mh
     int attnres_num_heads;    // H for attnres/mhar/block/delta_mh (attnres: 1)
     int attnres_num_blocks;   // N for block routing / delta_mh (0 = full)
+    int route_query_init;     // RouteQueryInit (config.json "route_query_init": "zero" | "normal")
     // The special tokens generation stops at and starts from (HF's
     // bos_token_id / eos_token_id, which may be a list): -1 / none when the
     // model has no tokenizer. A run trained with one takes its end-of-text.
@@ -46,6 +51,8 @@ typedef struct {
 // (to be set from data), family qwen3, residual "baseline". MHAR_ERR for an
 // unknown name.
 int config_preset(const char *name, Config *c);
+// The name of preset i in size order (nano first), NULL past the last.
+const char *config_preset_name(int i);
 // Parse and validate an HF-style config.json. Errors name the file and key.
 int config_load(const char *path, Config *c);
 // The same from the text[0..n) of a config.json (need not be NUL-terminated);
@@ -74,6 +81,9 @@ int config_family_find(const char *name);
 const char *config_family_name(int family);
 // "qwen3|llama", for help texts and errors.
 const char *config_family_names(void);
+// Routing-query inits by name ("zero", "normal"): the RouteQueryInit, or -1.
+int config_query_init_find(const char *name);
+const char *config_query_init_name(int init);
 // The family has the per-head RMSNorm on q and k (qwen3).
 int config_qk_norm(const Config *c);
 // The head_dim/2 RoPE frequencies (radians per position) of c's theta and

@@ -76,15 +76,24 @@ int model_create(Model *m, const Config *cfg) {
     if (!m->scheme) return mhar_fail("residual scheme '%s' is not available", cfg->attnres_mode);
     m->layers = mhar_alloc(sizeof(LayerOffsets) * cfg->num_hidden_layers);
     if (!m->layers || build_table(m)) return MHAR_ERR;
-    if (mem_check(2.0 * sizeof(float) * (double)m->table.total, "a model of %.0fM parameters (weights and "
-                  "gradients)", (double)m->table.total / 1e6))
+    if (mem_check(sizeof(float) * (double)m->table.total, "a model of %.0fM parameters (weights)",
+                  (double)m->table.total / 1e6))
         return MHAR_ERR;
     m->ctx = ops_open();
     if (!m->ctx) return MHAR_ERR;
     m->params = ops_alloc(m->ctx, m->table.total * sizeof(float));
+    return m->params ? MHAR_OK : MHAR_ERR;
+}
+
+// Apart from model_create: importing, exporting, evaluating and sampling an
+// 8B checkpoint need its 32 GB of weights, not 64 GB with gradients.
+int model_alloc_grads(Model *m) {
+    if (m->grads) return MHAR_OK;
+    if (mem_check(sizeof(float) * (double)m->table.total, "the gradients of a model of %.0fM parameters",
+                  (double)m->table.total / 1e6))
+        return MHAR_ERR;
     m->grads = ops_alloc(m->ctx, m->table.total * sizeof(float));
-    if (!m->params || !m->grads) return MHAR_ERR;
-    return MHAR_OK;
+    return m->grads ? MHAR_OK : MHAR_ERR;
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
@@ -475,4 +484,28 @@ void model_free(Model *m) {
     ops_close(m->ctx);
     ptable_free(&m->table);
     memset(m, 0, sizeof *m);
+}
+
+// ---------------------------------------------------------------------------
+// The memory of a training step, known before any of it is allocated
+
+double model_train_bytes(const Config *cfg, int B, int T) {
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.scheme = residual_find(cfg->attnres_mode);
+    if (config_validate(cfg, "model config") || !m.scheme || model_check_batch(cfg, B, T)) return -1;
+    double bytes = -1;
+    m.layers = mhar_alloc(sizeof(LayerOffsets) * cfg->num_hidden_layers);
+    m.attn = mhar_alloc(sizeof(AttnActs) * cfg->num_hidden_layers);
+    m.mlp = mhar_alloc(sizeof(MlpActs) * cfg->num_hidden_layers);
+    m.ctx = ops_open();
+    if (m.layers && m.attn && m.mlp && m.ctx && !build_table(&m)) {
+        m.B = B; m.T = T;
+        Carver cv = {NULL, 0, 1, 0};  // a dry run of model_alloc_acts' carving
+        carve_all(&m, &cv);
+        bytes = sizeof(float) * (4.0 * (double)m.table.total + cv.total);  // params, grads, AdamW's m and v
+    }
+    model_free(&m);
+    return bytes;
 }

@@ -70,8 +70,11 @@ typedef struct {
     void *grads_ready_arg;
 } Model;
 
-// Build the parameter table for cfg and allocate params and grads (zeroed).
+// Build the parameter table for cfg and allocate params (zeroed).
 int model_create(Model *m, const Config *cfg);
+// Allocate grads (zeroed), which model_backward and model_zero_grad need;
+// only training allocates them. Nothing to do when they exist.
+int model_alloc_grads(Model *m);
 // SPEC §1 init: matrices N(0, 0.02²), norms 1, scheme tensors per scheme.
 void model_init_weights(Model *m, uint64_t seed);
 // Load DIR/config.json and DIR/model.safetensors (validated), or save them;
@@ -90,8 +93,8 @@ int model_check_batch(const Config *c, int B, int T);
 // cross-entropy (0 without targets); m->z_term gets the z-loss term (0
 // without z-loss). Logits stay in m->logits.
 float model_forward(Model *m, const int *tokens, const int *targets);
-// Accumulate into m->grads the gradient of loss_scale · (mean loss of the
-// last forward, plus its z-loss term). Destroys m->logits.
+// Accumulate into m->grads (model_alloc_grads) the gradient of loss_scale ·
+// (mean loss of the last forward, plus its z-loss term). Destroys m->logits.
 void model_backward(Model *m, float loss_scale);
 void model_zero_grad(Model *m);
 void model_free(Model *m);
@@ -113,3 +116,8 @@ const float *model_decode_step(Model *m, KVCache *kv, int token, int pos);
 // FLOPs of one training token (forward + backward): 6·params + the
 // attention score/value products 12·L·nh·hd·T (PaLM's convention).
 double model_train_flops_per_token(const Model *m, int T);
+// Bytes a training step of cfg on B x T holds: parameters, gradients, the
+// activation arena and AdamW's two moments, from the same table and carving
+// as model_create and model_alloc_acts, with nothing allocated; -1 for a
+// config or batch they would refuse.
+double model_train_bytes(const Config *cfg, int B, int T);

@@ -26,6 +26,19 @@ static void baseline_read_backward(Residual *r, int s, const float *dx) {
     else vec_add(r->ctx, residual_dsource(r, s), residual_dsource(r, s + 1), dx, n);
 }
 
+// Traffic per step, in rows of n·d floats: read(0) copies one row, reads
+// 1..2L add two rows into a third; backward, read_backward(2L) adds dx into
+// its row and the others add two rows into a third:
+//   read = 4·2·(1 + 4L)·n·d,   write = 8·2·(2L + 1)·n·d
+// (residual_route_bytes adds the model's zeroing of the 2L+1 dsources rows).
+static RouteBytes baseline_route_bytes(const Config *c, int n_tok) {
+    const double row = (double)n_tok * c->hidden_size, L = c->num_hidden_layers;
+    RouteBytes b = {0, 0};
+    route_bytes_add(&b, (1 + 4 * L) * row, (2 * L + 1) * row);  // forward
+    route_bytes_add(&b, (1 + 4 * L) * row, (2 * L + 1) * row);  // backward
+    return b;
+}
+
 const ResidualScheme residual_baseline = {
     .name = "baseline",
     .summary = "the standard pre-norm residual stream",
@@ -41,4 +54,5 @@ const ResidualScheme residual_baseline = {
     .write = no_write,
     .read_backward = baseline_read_backward,
     .write_backward = no_write,
+    .route_bytes = baseline_route_bytes,
 };

@@ -137,6 +137,32 @@ static const float *block_route_weights(const Residual *r, int s, int *n_src) {
     return st->w[s];
 }
 
+// Traffic per step, in rows of n·d floats, nb blocks, N_s sources at site s
+// (the completed summaries, b_0, and p inside a block):
+//   forward   b_0 = emb (copy: 1 in, 1 out); each site routes (route_bytes_site);
+//             each write copies o_s (1 in, 1 out) or adds p + o_s (2 in, 1 out)
+//   backward  the summaries' gradients (nb + 1 rows) and the partial sums'
+//             (2L − nb) zeroed; each site routes back; demb += db_0 (1 in, 1
+//             updated); each write_backward adds dacc[s] into d o_s and, in a
+//             block, into dacc[s-1] (1 in, 1 updated each)
+static RouteBytes block_route_bytes(const Config *c, int n_tok) {
+    const int L = c->num_hidden_layers, bl = residual_block_layers(c), nb = residual_n_blocks(c);
+    const double row = (double)n_tok * c->hidden_size;
+    RouteBytes b = {0, 0};
+    route_bytes_add(&b, row, row);                            // b_0 = emb
+    route_bytes_add(&b, 0, (nb + 1 + 2.0 * L - nb) * row);    // the zeroed gradients
+    route_bytes_add(&b, row, row);                            // demb += db_0
+    for (int s = 0; s <= 2 * L; s++) {
+        const int first = s == 2 * ((s / 2) / bl) * bl;      // first_in_block, from the config
+        const int n_src = s == 2 * L ? nb + 1 : (s / 2) / bl + 1 + !first;
+        route_bytes_site(&b, n_src, n_tok, c->hidden_size, c->attnres_num_heads);
+        if (s == 2 * L) break;
+        route_bytes_add(&b, (first ? 1 : 2) * row, row);      // write
+        route_bytes_add(&b, (first ? 1 : 2) * row, (first ? 1 : 2) * row);  // write_backward
+    }
+    return b;
+}
+
 const ResidualScheme residual_block = {
     .name = "block",
     .summary = "block routing: H heads over N block summaries",
@@ -145,6 +171,7 @@ const ResidualScheme residual_block = {
     .needs_blocks = 1,
     .from_scratch = 1,
     .add_params = block_add_params,
+    .init_params = residual_init_route_queries,
     .act_floats = block_act_floats,
     .bind = block_bind,
     .read = block_read,
@@ -153,4 +180,5 @@ const ResidualScheme residual_block = {
     .write_backward = block_write_backward,
     .release = residual_free_priv,
     .route_weights = block_route_weights,
+    .route_bytes = block_route_bytes,
 };

@@ -56,13 +56,15 @@ static void site_name(char *out, size_t cap, int s, const char *suffix) {
 
 // Per site, in the reference's order: res_proj [1, d] 0, res_norm [d] 1,
 // null_source [d] 0, res_alpha [] 0. Every init is a constant, so the base
-// model's weights and the rng stream are untouched (SPEC §2.7 identity).
+// model's weights and the rng stream are untouched (SPEC §2.7 identity);
+// route_query_init normal draws q from the scheme's own stream, and a = 0
+// keeps the identity all the same.
 static int delta_add_params(ParamTable *t, const Config *c) {
     const int d = c->hidden_size, q_shape[2] = {1, d}, v_shape[1] = {d}, none[1] = {0};
     for (int s = 0; s < 2 * c->num_hidden_layers; s++) {
         char name[96];
         site_name(name, sizeof name, s, "res_proj.weight");
-        if (ptable_add(t, name, 2, q_shape, INIT_ZEROS, PARAM_ROUTE) < 0) return MHAR_ERR;
+        if (ptable_add(t, name, 2, q_shape, residual_route_query_init(c), PARAM_ROUTE) < 0) return MHAR_ERR;
         site_name(name, sizeof name, s, "res_norm.weight");
         if (ptable_add(t, name, 1, v_shape, INIT_ONES, PARAM_ROUTE) < 0) return MHAR_ERR;
         site_name(name, sizeof name, s, "null_source");
@@ -217,6 +219,7 @@ const ResidualScheme residual_delta_mh = {
     .needs_blocks = 1,
     .from_scratch = 0,
     .add_params = delta_add_params,
+    .init_params = residual_init_route_queries,
     .act_floats = delta_act_floats,
     .bind = delta_bind,
     .read = delta_read,

@@ -61,6 +61,18 @@ static void mhar_read_backward(Residual *r, int s, const float *dx) {
 
 static void no_write(Residual *r, int s) { (void)r; (void)s; }
 
+// Traffic per step: P = 2L+1 sites, site s over s+1 sources, so with rows
+// of n·d floats and Σ_s (s+1) = P(P+1)/2 = Σ (each site: route_bytes_site):
+//   read  = 4·(2·Σ·n·d + P·n·d + Σ·n·H)   sources twice, dx, w in the backward
+//   write = 8·(P·n·d + Σ·n·H + Σ·n·d)     x and w forward, dS backward
+// (the final site's backward writes its dS rows, the others update them).
+static RouteBytes mhar_route_bytes(const Config *c, int n_tok) {
+    RouteBytes b = {0, 0};
+    for (int s = 0; s <= 2 * c->num_hidden_layers; s++)
+        route_bytes_site(&b, s + 1, n_tok, c->hidden_size, heads(c));
+    return b;
+}
+
 static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
     *n_src = s + 1;
     return ((const RouteState *)r->priv)->w[s];
@@ -75,6 +87,7 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
         .default_heads = default_heads_,         \
         .from_scratch = 1,                       \
         .add_params = mhar_add_params,           \
+        .init_params = residual_init_route_queries, \
         .act_floats = mhar_act_floats,           \
         .bind = mhar_bind,                       \
         .read = mhar_read,                       \
@@ -84,6 +97,7 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
         .sets_source_grads = 1,                  \
         .route_weights = mhar_route_weights,     \
         .release = residual_free_priv,           \
+        .route_bytes = mhar_route_bytes,         \
     }
 
 const ResidualScheme residual_attnres = ROUTE_SCHEME("attnres", "full depth routing, one head (AttnRes)", HEADS_ONE, 1);

@@ -57,6 +57,30 @@ int residual_check_shape(const ResidualScheme *s, int heads, int blocks, int d, 
     return MHAR_OK;
 }
 
+int residual_route_bytes(const ResidualScheme *s, const Config *c, int n_tok, RouteBytes *out) {
+    *out = (RouteBytes){0, 0};
+    if (!s->route_bytes) return 0;
+    *out = s->route_bytes(c, n_tok);
+    if (!s->sets_source_grads)  // model_backward zeroes every dsources row first
+        route_bytes_add(out, 0, (2.0 * c->num_hidden_layers + 1) * n_tok * c->hidden_size);
+    return 1;
+}
+
+void route_bytes_add(RouteBytes *b, double read, double write) {
+    b->read += 4 * read;
+    b->write += 8 * write;
+}
+
+// route_forward reads the n_src rows and writes x (one row) and w [n_src,
+// n, H]. route_backward's first pass reads the rows, w and dx; its second
+// re-reads a token's rows from L1/L2 (n_src·d floats) while it updates, or
+// for the first site to touch them writes, the n_src source-gradient rows.
+void route_bytes_site(RouteBytes *b, int n_src, int n_tok, int d, int H) {
+    const double row = (double)n_tok * d, w = (double)n_src * n_tok * H;
+    route_bytes_add(b, n_src * row, row + w);               // forward
+    route_bytes_add(b, n_src * row + w + row, n_src * row); // backward
+}
+
 void residual_free_priv(Residual *r) { mhar_free(r->priv); }
 
 void residual_release(Residual *r) {
@@ -82,13 +106,31 @@ static void site_names(int s, int L, char *q, char *g, size_t cap) {
     }
 }
 
+int residual_route_query_init(const Config *c) {
+    return c->route_query_init == ROUTE_QUERY_NORMAL ? INIT_CUSTOM : INIT_ZEROS;
+}
+
+// The queries are the only INIT_CUSTOM tensors of a routing scheme. They draw
+// from the scheme's stream (model_init_weights), so the base model's initial
+// weights are the same under either init: a paired comparison of the two
+// differs in the queries alone.
+void residual_init_route_queries(const ParamTable *t, const Config *c, float *params, Rng *rng) {
+    if (c->route_query_init != ROUTE_QUERY_NORMAL) return;
+    for (int i = 0; i < t->n; i++) {
+        const ParamInfo *p = &t->p[i];
+        if (p->init != INIT_CUSTOM || p->cls != PARAM_ROUTE) continue;
+        float *w = params + p->offset;
+        for (size_t j = 0; j < p->numel; j++) w[j] = 0.02f * rng_normal(rng);
+    }
+}
+
 int residual_add_route_sites(ParamTable *t, const Config *c, int with_final) {
     int L = c->num_hidden_layers, d = c->hidden_size;
     int q_shape[2] = {1, d}, g_shape[1] = {d};
     for (int s = 0; s < 2 * L + (with_final ? 1 : 0); s++) {
         char q[96], g[96];
         site_names(s, L, q, g, sizeof q);
-        if (ptable_add(t, q, 2, q_shape, INIT_ZEROS, PARAM_ROUTE) < 0 ||
+        if (ptable_add(t, q, 2, q_shape, residual_route_query_init(c), PARAM_ROUTE) < 0 ||
             ptable_add(t, g, 1, g_shape, INIT_ONES, PARAM_ROUTE) < 0)
             return MHAR_ERR;
     }

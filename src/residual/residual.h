@@ -19,6 +19,20 @@ typedef enum {
     HEADS_ANY,    // H >= 1 dividing the width
 } HeadsRule;
 
+// The memory traffic of a scheme's depth kernels in one training step (the
+// forward and backward of one micro-batch of n_tok tokens, fp32): what its
+// read, write and their backwards must move, derived from how those kernels
+// access memory. Compulsory traffic only: each pass streams its rows once
+// and nothing is assumed to stay in cache from one pass to the next (true
+// where a [n_tok, d] row is much larger than the last-level cache).
+//   read   bytes of the rows a pass only reads: 4 per float;
+//   write  bytes of the rows a pass writes or updates: 8 per float, since a
+//          line is read before it is written (by the update itself, or by
+//          the write-allocate of a plain store) and then written back.
+// mhar bench divides them by the measured bandwidths (read by stream_sum's,
+// write by vec_scale_acc's, counted the same way) for a time floor.
+typedef struct { double read, write; } RouteBytes;
+
 typedef struct {
     const char *name;   // attnres_mode value
     const char *summary;  // one line for --help and error messages
@@ -52,6 +66,10 @@ typedef struct {
     const float *(*route_weights)(const Residual *r, int s, int *n_src);
     // Free what bind allocated (r->priv); NULL when bind allocates nothing.
     void (*release)(Residual *r);
+    // Its kernels' memory traffic per training step (RouteBytes above; the
+    // model's zeroing of dsources is added by residual_route_bytes). NULL:
+    // not modelled.
+    RouteBytes (*route_bytes)(const Config *c, int n_tok);
 } ResidualScheme;
 
 struct Residual {
@@ -90,6 +108,16 @@ int residual_is_routed(const ResidualScheme *s);
 // Check H and N against the scheme's rules for a model of width d and L
 // layers; on failure mhar_fail names `origin` and the field.
 int residual_check_shape(const ResidualScheme *s, int heads, int blocks, int d, int L, const char *origin);
+// The traffic of scheme s per training step of n_tok tokens into *out,
+// including the model's zeroing of the 2L+1 dsources rows when the scheme
+// does not set them itself: 1, or 0 (*out zeroed) when s does not model it.
+int residual_route_bytes(const ResidualScheme *s, const Config *c, int n_tok, RouteBytes *out);
+// Add a pass that reads `read` floats and writes (or updates) `write` floats.
+void route_bytes_add(RouteBytes *b, double read, double write);
+// Add one routing site over n_src sources, forward and backward
+// (route_forward, then route_backward or route_backward_set).
+void route_bytes_site(RouteBytes *b, int n_src, int n_tok, int d, int H);
+
 // Release the scheme's bound state (scheme->release, if any).
 void residual_release(Residual *r);
 // The release of a scheme whose bind made r->priv with one mhar_alloc.
@@ -100,8 +128,13 @@ int residual_param(const Residual *r, const char *name, size_t *offset);
 // Routing sites (attnres, mhar, block): site s < 2L is sublayer s, s = 2L the
 // final read. Declares model.layers.{i}.{attn,mlp}_res_{proj,norm}.weight
 // (q [1, d] init 0, g [d] init 1; class PARAM_ROUTE) and, with_final,
-// model.final_res_*.
+// model.final_res_*. With route_query_init normal, q is INIT_CUSTOM instead.
 int residual_add_route_sites(ParamTable *t, const Config *c, int with_final);
+// The INIT_* of a routing query under c's route_query_init.
+int residual_route_query_init(const Config *c);
+// init_params of the routing schemes: N(0, 0.02) into every INIT_CUSTOM
+// routing tensor (the queries) when route_query_init is normal.
+void residual_init_route_queries(const ParamTable *t, const Config *c, float *params, Rng *rng);
 // Offsets of site s's query and key-norm weight.
 int residual_route_site(const Residual *r, int s, size_t *q_off, size_t *g_off);
 

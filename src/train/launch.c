@@ -39,6 +39,11 @@ static int build_config(const RunOptions *o, int data_vocab, Config *c) {
     }
     if (o->heads) c->attnres_num_heads = o->heads;
     if (o->blocks) c->attnres_num_blocks = o->blocks;
+    if (o->route_query_init[0]) {
+        c->route_query_init = config_query_init_find(o->route_query_init);
+        if (c->route_query_init < 0)
+            return mhar_fail("--route-query-init '%s' is unknown (expected zero or normal)", o->route_query_init);
+    }
     return config_validate(c, o->config[0] ? o->config : "command-line model options");
 }
 
@@ -194,6 +199,7 @@ int train_launch(const TrainLaunch *l) {
     else if (!rc && (train.vocab_size > m.cfg.vocab_size || val.vocab_size > m.cfg.vocab_size))
         rc = mhar_fail("token files have vocabulary %d/%d, the model %d", train.vocab_size, val.vocab_size,
                        m.cfg.vocab_size);
+    if (!rc) rc = model_alloc_grads(&m);  // before dp_init, which reduces them in place
     if (!rc) rc = dp_init(&dp, comm, &m, st.opt.accum);
     if (!rc) rc = shard_optimizer(&dp, &full, &opt);
     if (!rc) rc = model_alloc_acts(&m, st.opt.batch, st.opt.seq);

@@ -28,6 +28,8 @@ static const RunOption options[] = {
      RESUME_IGNORES, "routing heads H (default: the scheme's)"},
     {"route_blocks",  "route-blocks",  OPT_INT,  F(blocks),       NUM(1, 1024, 0),          RUN_MODEL | RUN_SWEEP | RUN_ZERO_UNSET,
      RESUME_IGNORES, "blocks N for block routing"},
+    {"route_query_init", "route-query-init", OPT_TEXT, F(route_query_init), TEXT(""), RUN_MODEL | RUN_SWEEP,
+     RESUME_IGNORES, "routing queries start zero|normal: 0 (default, SPEC) or N(0, 0.02), the paper's head sweep"},
     {"train",         "train",         OPT_TEXT, F(train),        TEXT(""),                 RUN_STATE | RUN_SWEEP, RESUME_IGNORES,
      "training token file"},
     {"val",           "val",           OPT_TEXT, F(val),          TEXT(""),                 RUN_STATE | RUN_SWEEP, RESUME_IGNORES,

@@ -24,6 +24,7 @@ typedef struct {
     char family[16];             // "" the preset's (qwen3) or config's family
     char residual[16];           // "" the preset's or config's scheme
     int heads, blocks;           // routing heads H, blocks N (0: the scheme's default)
+    char route_query_init[8];    // "" zero (SPEC), or "zero" | "normal" (config_query_init_find)
     // data: token files (absolute once a run has started)
     char train[RUN_PATH_MAX], val[RUN_PATH_MAX];
     // the recipe

@@ -45,16 +45,25 @@ int fsync_dir(const char *dir) {
     return MHAR_OK;
 }
 
+// The directory holding path into dir: "." for a bare name, "/" at the root.
+static int parent_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (n >= cap) return mhar_fail("%.60s...: path too long", path);
+    if (!slash) n = 1, dir[0] = '.';
+    else memcpy(dir, path, n);
+    dir[n] = '\0';
+    return MHAR_OK;
+}
+
 int fsync_parent(const char *path) {
     char dir[MHAR_PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (!slash) return fsync_dir(".");
-    if (slash == path) return fsync_dir("/");
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof dir) return mhar_fail("%.60s...: path too long", path);
-    memcpy(dir, path, n);
-    dir[n] = '\0';
-    return fsync_dir(dir);
+    return parent_of(path, dir, sizeof dir) ? MHAR_ERR : fsync_dir(dir);
+}
+
+int mkdir_parent(const char *path) {
+    char dir[MHAR_PATH_MAX];
+    return parent_of(path, dir, sizeof dir) ? MHAR_ERR : mkdir_p(dir);
 }
 
 int path_is_file(const char *path) {

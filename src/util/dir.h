@@ -13,6 +13,9 @@ int mkdir_p(const char *dir);
 int fsync_dir(const char *dir);
 // fsync_dir of the directory holding path ("." for a bare name).
 int fsync_parent(const char *path);
+// mkdir_p of the directory holding path: for an output file whose folder a
+// fresh machine does not have yet (tokenizer train --out data/full/x.bpe).
+int mkdir_parent(const char *path);
 // 1 if path is (follows to) a regular file / a directory, else 0.
 int path_is_file(const char *path);
 int path_is_dir(const char *path);

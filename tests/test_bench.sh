@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# mhar bench at tiny shapes: structure and consistency, never speed. A comma
+# list of schemes prints the machine line (sgemm, read and read-modify-write
+# bandwidth), one row per scheme, the floor table of the routed ones and a
+# JSON last line whose figures agree with each other and with the printed
+# ones: floor = extra bytes / bandwidths, extra = step − baseline's step,
+# the traffic equals the formulas of the README. --torch with a stand-in
+# helper (MHAR_BENCH_TORCH): each peer's ratio, a failed torch.compile named,
+# a missing helper a warning. Bad input is refused with a clear error.
+# --scaling on a reduced grid writes its table, JSON and PNGs; --max-memory
+# skips shapes with a line saying so.
+set -u
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+# One thread: the shapes are tiny, and on a busy machine a team of spinning
+# threads only waits for its descheduled members at every op.
+export OMP_NUM_THREADS=1
+
+TINY="--preset nano --batch 2 --seq 32 --steps 1 --vocab 512"
+
+# ---- a list of schemes ----------------------------------------------------------------
+$M bench $TINY --residual baseline,mhar,attnres,block >"$W/list.out" 2>"$W/list.err"
+rc=$?
+if [ $rc -eq 0 ] && grep -Eq '^machine: sgemm [0-9.]+ GFLOP/s .*memory read [0-9.]+ GB/s, read-modify-write [0-9.]+ GB/s' \
+     "$W/list.out"; then pass bench_list_machine_line
+else fail bench_list_machine_line "rc=$rc: $(head -c 600 "$W/list.out" "$W/list.err")"; fi
+# JSON consistency, and the printed floor table against the JSON, in one place.
+python3 - "$W/list.out" <<'EOF'
+import json, math, sys
+lines = open(sys.argv[1]).read().splitlines()
+def check(name, ok, detail):
+    print(f"PASS {name}" if ok else f"FAIL {name}: {detail}")
+try:
+    j = json.loads(lines[-1])
+except Exception as e:
+    print(f"FAIL bench_list_json: last line is not JSON ({e}): {lines[-1][:200] if lines else ''}")
+    sys.exit(0)
+S = j.get("schemes", {})
+check("bench_list_json", list(S) == ["baseline", "mhar", "attnres", "block"] and j["read_gbs"] > 0
+      and j["rmw_gbs"] > 0 and j["bandwidth_array_mib"] >= 256 and j["sgemm_gflops"] > 0,
+      f"schemes {list(S)}, keys {sorted(j)}")
+B, T, d, L, H = j["batch"], j["seq"], 128, 6, 8          # nano, --route-heads 8 (attnres: 1)
+n, P = B * T, 2 * L + 1
+row, Sig = n * d, P * (P + 1) // 2
+# README's formulas: full routing, baseline (+ the model's zeroing of 2L+1 rows), block N = 4
+want = {"mhar": (4 * (2 * Sig * row + P * row + Sig * n * H), 8 * (P * row + Sig * n * H + Sig * row)),
+        "attnres": (4 * (2 * Sig * row + P * row + Sig * n), 8 * (P * row + Sig * n + Sig * row)),
+        "baseline": (4 * 2 * (1 + 4 * L) * row, 8 * (2 * (2 * L + 1) + 2 * L + 1) * row)}
+bl = -(-L // 4); nb = -(-L // bl); rd = wr = 0
+rd += row; wr += row            # b_0 = emb
+wr += (nb + 1 + 2 * L - nb) * row; rd += row; wr += row   # zeroed gradients; demb += db_0
+for s in range(2 * L + 1):
+    first = s == 2 * ((s // 2) // bl) * bl
+    N = nb + 1 if s == 2 * L else (s // 2) // bl + 1 + (not first)
+    rd += N * row + N * row + N * n * H + row; wr += row + N * n * H + N * row
+    if s < 2 * L:
+        rd += (1 if first else 2) * row * 2; wr += row + (1 if first else 2) * row
+wr += P * row                   # the model zeroes dsources (block does not set them)
+want["block"] = (4 * rd, 8 * wr)
+bad = {k: ((S[k]["route_read_bytes"], S[k]["route_write_bytes"]), v) for k, v in want.items()
+       if (S[k].get("route_read_bytes"), S[k].get("route_write_bytes")) != v}
+check("bench_list_route_bytes", not bad, f"got vs formula {bad}")
+b = S["baseline"]
+errs = []
+for k, s in S.items():
+    # tok_per_s has one decimal: 0.05 of it, relatively
+    if abs(s["step_ms"] - 1e3 * n / s["tok_per_s"]) > (1e-4 + 0.051 / s["tok_per_s"]) * s["step_ms"]:
+        errs.append(f"{k} step_ms {s['step_ms']} vs tokens/tok_per_s")
+    if k == "baseline":
+        if "floor_ms" in s: errs.append("baseline has a floor")
+        continue
+    floor = 1e3 * ((s["route_read_bytes"] - b["route_read_bytes"]) / (j["read_gbs"] * 1e9)
+                   + (s["route_write_bytes"] - b["route_write_bytes"]) / (j["rmw_gbs"] * 1e9))
+    extra = s["step_ms"] - b["step_ms"]
+    if not (abs(s["floor_ms"] - floor) <= 2e-3 * floor and abs(s["extra_ms"] - extra) <= 2e-3 + 1e-4 * abs(extra)
+            and abs(s["extra_over_floor"] - s["extra_ms"] / s["floor_ms"]) <= 1e-3 * abs(s["extra_over_floor"]) + 1e-4):
+        errs.append(f"{k}: floor {s['floor_ms']} vs {floor:.4f}, extra {s['extra_ms']} vs {extra:.3f}, "
+                    f"ratio {s['extra_over_floor']}")
+check("bench_list_floor_consistent", not errs, "; ".join(errs))
+# The printed floor table: a header, then one row per routed scheme agreeing with the JSON.
+try:
+    h = next(i for i, l in enumerate(lines) if l.startswith("routing over baseline"))
+    rows = {l.split()[0]: l.split() for l in lines[h + 2:h + 5]}
+    ok = sorted(rows) == ["attnres", "block", "mhar"] and lines[h + 1].split()[-1] == "extra/floor"
+    for k, r in rows.items():
+        s = S[k]
+        mb_r = (s["route_read_bytes"] - b["route_read_bytes"]) / 1e6
+        mb_w = (s["route_write_bytes"] - b["route_write_bytes"]) / 1e6
+        ok &= abs(float(r[2]) - s["extra_ms"]) <= 0.051 and abs(float(r[3]) - mb_r) <= 0.051 \
+            and abs(float(r[4]) - mb_w) <= 0.051 and abs(float(r[5]) - s["floor_ms"]) <= 0.051 \
+            and abs(float(r[6]) - s["extra_over_floor"]) <= 0.0051
+    check("bench_list_floor_lines", ok, "\n".join(lines[h:h + 5]))
+except StopIteration:
+    check("bench_list_floor_lines", False, "no 'routing over baseline' header")
+EOF
+if [ "$(grep -Ec '^(baseline|mhar|attnres|block) +[0-9]+ ' "$W/list.out")" = 4 ]; then pass bench_list_rows
+else fail bench_list_rows "$(cat "$W/list.out")"; fi
+
+# one scheme: flat JSON; a routed scheme without baseline says what the floor needs
+out=$($M bench $TINY --residual mhar 2>/dev/null)
+if python3 -c "
+import json,sys; j=json.loads(sys.argv[1].splitlines()[-1])
+assert j['residual']=='mhar' and j['route_read_bytes']>0 and j['route_write_bytes']>0 and 'floor_ms' not in j
+assert j['read_gbs']>0 and j['rmw_gbs']>0" "$out" && grep -q "add baseline to --residual" <<<"$out"; then
+    pass bench_one_scheme
+else fail bench_one_scheme "$out"; fi
+
+# ---- --torch, with a stand-in helper ------------------------------------------------------
+cat >"$W/fake_torch.py" <<'EOF'
+import json, sys
+open(sys.argv[0] + ".args", "w").write(" ".join(sys.argv[1:]))
+print("progress noise")
+print(json.dumps({"torch": "9.9-fake", "threads": 2, "peers": [
+    {"name": "qwen3", "what": "HF Qwen3, eager, sdpa", "tok_per_s": 1000.0},
+    {"name": "mhar", "what": "modeling_mhar mhar, eager, sdpa", "tok_per_s": 250.0},
+    {"name": "qwen3_compile", "what": "HF Qwen3, torch.compile", "error": "RuntimeError: \"no\" C++ compiler"}]}))
+EOF
+out=$(MHAR_BENCH_TORCH="$W/fake_torch.py" $M bench $TINY --residual baseline,mhar --torch 2>"$W/torch.err")
+args=$(cat "$W/fake_torch.py.args" 2>/dev/null)
+if [[ "$args" == *"--peers qwen3,mhar,qwen3_compile"* && "$args" == *"--hidden-size 128 "* &&
+      "$args" == *"--num-hidden-layers 6 "* && "$args" == *"--vocab-size 512 "* && "$args" == *"--route-heads 8 "* &&
+      "$args" == *"--batch 2 --seq 32 --steps 1"* ]]; then pass bench_torch_args
+else fail bench_torch_args "helper called with: $args"; fi
+if python3 - "$out" <<'EOF'
+import json, re, sys
+text = sys.argv[1]; j = json.loads(text.splitlines()[-1]); S = j["schemes"]; t = j["torch"]
+assert t["version"] == "9.9-fake" and t["peers"]["qwen3"]["tok_per_s"] == 1000.0
+assert "no" in t["peers"]["qwen3_compile"]["error"] and "baseline_over_compile" not in j
+for k, peer, tok in (("baseline", "qwen3", 1000.0), ("mhar", "mhar", 250.0)):
+    assert S[k]["torch_peer"] == peer and S[k]["torch_peer_tok_per_s"] == tok
+    assert abs(S[k]["over_torch_peer"] - S[k]["tok_per_s"] / tok) < 1e-3 * S[k]["over_torch_peer"]
+    m = re.search(rf"^{peer} +1?[0-9]+ .* {k} ([0-9.]+)x", text, re.M)
+    assert m and abs(float(m.group(1)) - S[k]["over_torch_peer"]) < 0.006, (k, m)
+assert re.search(r"^qwen3_compile +failed: RuntimeError: \"no\" C\+\+ compiler", text, re.M)
+EOF
+then pass bench_torch_report
+else fail bench_torch_report "$out"; fi
+out=$(MHAR_BENCH_TORCH="$W/none.py" $M bench $TINY --residual baseline --torch 2>"$W/torch.err"); rc=$?
+if [ $rc -eq 0 ] && grep -q "PyTorch comparison failed: .*none.py not found" "$W/torch.err" &&
+   python3 -c "import json,sys; j=json.loads(sys.argv[1].splitlines()[-1]); assert 'not found' in j['torch']['error']" "$out"; then
+    pass bench_torch_missing_helper
+else fail bench_torch_missing_helper "rc=$rc: $(cat "$W/torch.err") $out"; fi
+
+# ---- refusals ----------------------------------------------------------------------------------
+expect_error bench_unknown_in_list "unknown residual scheme 'nope'.*baseline, hc" $M bench $TINY --residual baseline,nope
+expect_error bench_empty_in_list "empty name" $M bench $TINY --residual baseline,,mhar
+expect_error bench_twice_in_list "'mhar' is listed twice" $M bench $TINY --residual mhar,baseline,mhar
+expect_error bench_all_in_list "'all' stands alone" $M bench $TINY --residual all,mhar
+expect_error bench_bad_heads "not divisible by attnres_num_heads 3" $M bench $TINY --residual baseline,mhar --route-heads 3
+expect_error bench_scaling_no_out "--scaling needs --out" $M bench --scaling
+expect_error bench_out_without_scaling "--out applies only with --scaling" $M bench $TINY --out "$W/x"
+expect_error bench_scaling_residual "--residual does not apply to --scaling" $M bench --scaling --out "$W/x" --residual mhar
+expect_error bench_scaling_bad_preset "--max-preset 'huge' is not a preset" $M bench --scaling --out "$W/x" --max-preset huge
+expect_error bench_scaling_long_seq "--max-seq 4096: the sweep needs 256 .. 2048" $M bench --scaling --out "$W/x" --max-seq 4096
+if [ ! -e "$W/x" ]; then pass bench_refusals_write_nothing; else fail bench_refusals_write_nothing "$W/x exists"; fi
+
+# ---- --scaling on a reduced grid ------------------------------------------------------------------
+G="--scaling --preset nano --max-preset micro --max-seq 512 --steps 1 --vocab 512"
+$M bench $G --out "$W/scale" >"$W/scale.out" 2>"$W/scale.err"; rc=$?
+pngs=0
+for s in preset seq; do for k in tok_s mfu peak_mb ratio; do
+    f="$W/scale/scaling_${s}_$k.png"
+    [ "$(head -c 4 "$f" 2>/dev/null | od -An -c | tr -d ' ')" = "211PNG" ] && pngs=$((pngs + 1))
+done; done
+if [ $rc -eq 0 ] && [ $pngs = 8 ]; then pass bench_scaling_pngs
+else fail bench_scaling_pngs "rc=$rc, $pngs of 8 PNGs: $(tail -n 5 "$W/scale.err")"; fi
+if python3 - "$W/scale" <<'EOF'
+import json, sys
+d = sys.argv[1]
+j = json.load(open(f"{d}/scaling.json")); md = open(f"{d}/scaling.md").read()
+shapes = [(s["sweep"], s["preset"], s["batch"], s["seq"]) for s in j["shapes"]]
+assert shapes == [("preset", "nano", 8, 256), ("preset", "micro", 8, 256), ("seq", "nano", 16, 256),
+                  ("seq", "nano", 8, 512)], shapes
+for s in j["shapes"]:
+    assert s["state"] == "run", s
+    b, m = s["baseline"], s["mhar"]
+    assert abs(s["tok_ratio"] - m["tok_per_s"] / b["tok_per_s"]) < 1e-9 and s["estimated_gb"] > 0
+    assert b["steps"] == m["steps"] == 1 and 0 < b["mfu"] and m["params"] > b["params"]
+    # the Markdown row of the shape carries the same figures
+    row = f"| {s['sweep']} | {s['preset']} | {m['params'] / 1e6:.1f} | {s['batch']} | {s['seq']} | 1/1 | " \
+          f"{b['tok_per_s']:.0f} | {m['tok_per_s']:.0f} | {s['tok_ratio']:.3f} |"
+    assert row in md, row
+assert md.count("\n| preset |") + md.count("\n| seq |") == 4
+EOF
+then pass bench_scaling_table
+else fail bench_scaling_table "$(head -c 1500 "$W/scale/scaling.md" 2>/dev/null)"; fi
+if grep -q "^| seq | nano | .* | 8 | 512 |" "$W/scale.out"; then pass bench_scaling_prints_table
+else fail bench_scaling_prints_table "$(cat "$W/scale.out")"; fi
+
+# --max-memory: shapes above it are skipped, said so, and still listed
+$M bench $G --max-preset nano --max-seq 256 --max-memory 0.3 --out "$W/skip" >"$W/skip.out" 2>"$W/skip.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "seq  nano   B 16 x T  256  skipped: needs about .* GB, more than --max-memory 0.30 GB" "$W/skip.err" &&
+   python3 -c "
+import json,sys; j=json.load(open(sys.argv[1]))
+st=[s['state'] for s in j['shapes']]; assert st==['run','skipped'], st
+assert 'more than --max-memory' in j['shapes'][1]['reason'] and j['max_memory_gb']==0.3" "$W/skip/scaling.json" &&
+   grep -q "| seq | nano | | 16 | 256 | | skipped: needs about" "$W/skip/scaling.md"; then
+    pass bench_scaling_skips
+else fail bench_scaling_skips "rc=$rc: $(cat "$W/skip.err")"; fi

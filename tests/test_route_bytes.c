@@ -1,0 +1,79 @@
+// The traffic model of the residual registry (RouteBytes, residual.h), as
+// mhar bench's floors use it; the formulas themselves are checked against
+// the README's in tests/test_bench.sh. Here, properties that hold for any
+// correct model:
+//   - every routed scheme that trains from scratch models its traffic (so
+//     bench can give each one a floor), and residual_route_bytes says 0
+//     for a scheme that does not;
+//   - bytes are linear in the tokens (every pass streams rows of n_tok·d);
+//   - attnres is mhar with one head, and more heads only add the weights
+//     w [N, n, H] (reads and writes grow by the same float count, 4 and 8
+//     bytes each);
+//   - the model's zeroing of the dsources rows is added exactly for the
+//     schemes that do not set them (2L+1 rows written);
+//   - block routing with one layer per block reads fewer source rows than
+//     full routing over every sublayer, and more than baseline.
+#include <string.h>
+
+#include "check.h"
+#include "residual/residual.h"
+
+static Config shape(const char *mode, int heads, int blocks) {
+    Config c;
+    config_preset("micro", &c);
+    c.vocab_size = 512;
+    snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", mode);
+    c.attnres_num_heads = heads;
+    c.attnres_num_blocks = blocks;
+    return c;
+}
+
+static RouteBytes bytes(const char *mode, int heads, int blocks, int n_tok) {
+    Config c = shape(mode, heads, blocks);
+    RouteBytes b;
+    residual_route_bytes(residual_find(mode), &c, n_tok, &b);
+    return b;
+}
+
+int main(void) {
+    for (int i = 0; i < residual_count(); i++) {
+        const ResidualScheme *s = residual_at(i);
+        char name[96];
+        snprintf(name, sizeof name, "route_bytes.modelled.%s", s->name);
+        Config c = shape(s->name, s->heads == HEADS_ANY ? 4 : 1, s->needs_blocks ? 4 : 0);
+        RouteBytes b = {1, 1};
+        int got = residual_route_bytes(s, &c, 4096, &b);
+        if (residual_is_routed(s) && s->from_scratch)
+            CHECK(got == 1 && b.read > 0 && b.write > 0, name, "routed scheme %s: modelled %d, %g / %g bytes", s->name,
+                  got, b.read, b.write);
+        else
+            CHECK(got == (s->route_bytes != NULL) && (got || (b.read == 0 && b.write == 0)), name,
+                  "%s: returned %d, %g / %g bytes", s->name, got, b.read, b.write);
+        if (!got) continue;
+        RouteBytes b2;
+        residual_route_bytes(s, &c, 8192, &b2);
+        snprintf(name, sizeof name, "route_bytes.linear_in_tokens.%s", s->name);
+        CHECK(b2.read == 2 * b.read && b2.write == 2 * b.write, name, "4096 tokens %g / %g, 8192 tokens %g / %g",
+              b.read, b.write, b2.read, b2.write);
+    }
+    const int n = 4096, L = 8, P = 2 * L + 1;
+    RouteBytes a = bytes("attnres", 1, 0, n), m1 = bytes("mhar", 1, 0, n), m8 = bytes("mhar", 8, 0, n);
+    CHECK(a.read == m1.read && a.write == m1.write, "route_bytes.attnres_is_mhar_h1", "attnres %g / %g, mhar H=1 %g / %g",
+          a.read, a.write, m1.read, m1.write);
+    const double w_floats = (double)P * (P + 1) / 2 * n * 7;  // 7 more heads of weights over every site's sources
+    CHECK(m8.read - m1.read == 4 * w_floats && m8.write - m1.write == 8 * w_floats, "route_bytes.heads_add_weights",
+          "H 8 - H 1: read %g, write %g; weights %g floats", m8.read - m1.read, m8.write - m1.write, w_floats);
+    // baseline sets no source gradient: the wrapper adds the zeroing, the scheme's own count does not have it
+    Config cb = shape("baseline", 1, 0);
+    RouteBytes own = residual_baseline.route_bytes(&cb, n), total = bytes("baseline", 1, 0, n);
+    CHECK(total.read == own.read && total.write - own.write == 8.0 * P * n * cb.hidden_size,
+          "route_bytes.model_zeroing", "added %g bytes, want %g", total.write - own.write, 8.0 * P * n * cb.hidden_size);
+    Config cm = shape("mhar", 8, 0);
+    RouteBytes mown = residual_mhar.route_bytes(&cm, n);
+    CHECK(mown.read == m8.read && mown.write == m8.write, "route_bytes.no_zeroing_when_set",
+          "mhar sets its source gradients: nothing added (%g vs %g)", m8.write, mown.write);
+    RouteBytes blk = bytes("block", 8, L, n), base = total;
+    CHECK(blk.read < m8.read && blk.read > base.read, "route_bytes.block_between",
+          "read: baseline %g < block N=L %g < mhar %g", base.read, blk.read, m8.read);
+    CHECK_EXIT();
+}
