@@ -178,16 +178,19 @@ static void test_attention_uniform(int B, int T, int nh, int nkv, int hd) {
 
 // The backward with its query tiles split over threads (partials added in
 // split order) against one task per (batch, kv head): the same to rounding,
-// and each bit-identical when run again at the same thread count.
+// and each bit-identical when run again at the same thread count. The
+// forward computes every query tile alike however the tiles are split:
+// the same bits at any thread count.
 static void test_attention_threads(int T, int nh, int hd) {
     char name[128];
     const int B = 1, nkv = 1;
     size_t nq = (size_t)T * nh * hd, nk = (size_t)T * hd, nl = (size_t)nh * T;
     float *q = frandn(nq, 2), *k = frandn(nk, 2), *v = frandn(nk, 1), *dy = frandn(nq, 1);
+    const int saved = ops_threads(), counts[3] = {1, 1, 3};  // backward runs; the forward at 1 thread
+    ops_set_threads(1);
     float *y = fnew(nq), *lse = fnew(nl), *fscratch = attention_scratch(B, T, nkv, hd);
     attention_forward(ctx, y, lse, fscratch, q, k, v, B, T, nh, nkv, hd);
     free(fscratch);
-    const int saved = ops_threads(), counts[3] = {1, 3, 1};
     float *g[3][3];
     for (int run = 0; run < 3; run++) {
         ops_set_threads(counts[run]);
@@ -196,27 +199,30 @@ static void test_attention_threads(int T, int nh, int hd) {
         attention_backward(ctx, g[run][0], g[run][1], g[run][2], scratch, dy, y, lse, q, k, v, B, T, nh, nkv, hd);
         free(scratch);
     }
-    ops_set_threads(saved);
-    float *again = fnew(nq), *dk = fnew(nk), *dv = fnew(nk), *scratch;
-    ops_set_threads(3);
-    scratch = attention_scratch(B, T, nkv, hd);
+    // still at 3 threads: the forward, and the backward once more
+    float *y3 = fnew(nq), *lse3 = fnew(nl), *again = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+    float *scratch = attention_scratch(B, T, nkv, hd);
+    attention_forward(ctx, y3, lse3, scratch, q, k, v, B, T, nh, nkv, hd);
     attention_backward(ctx, again, dk, dv, scratch, dy, y, lse, q, k, v, B, T, nh, nkv, hd);
     ops_set_threads(saved);
+    const int forward_same = same_bits(y, y3, nq) && same_bits(lse, lse3, nl);
     double err = 0;
     size_t n[3] = {nq, nk, nk};
     for (int i = 0; i < 3; i++) {
         double *ref = to_d(g[0][i], n[i]);
-        err = fmax(err, rel_err(g[1][i], ref, n[i]));
+        err = fmax(err, rel_err(g[2][i], ref, n[i]));
         free(ref);
     }
-    int same = same_bits(g[0][0], g[2][0], nq) && same_bits(g[0][1], g[2][1], nk) && same_bits(g[0][2], g[2][2], nk) &&
-               same_bits(g[1][0], again, nq) && same_bits(g[1][1], dk, nk) && same_bits(g[1][2], dv, nk);
-    snprintf(name, sizeof name, "attention_backward_split_threads_T%d_nh%d_hd%d", T, nh, hd);
+    int same = same_bits(g[0][0], g[1][0], nq) && same_bits(g[0][1], g[1][1], nk) && same_bits(g[0][2], g[1][2], nk) &&
+               same_bits(g[2][0], again, nq) && same_bits(g[2][1], dk, nk) && same_bits(g[2][2], dv, nk);
+    snprintf(name, sizeof name, "attention_split_threads_T%d_nh%d_hd%d", T, nh, hd);
     // the same products, dk/dv summed in a different grouping: fp32 rounding
-    CHECK(err <= 1e-5 && same, name, "1 vs 3 threads rel_err %.2e, repeat same bits %d", err, same);
+    CHECK(err <= 1e-5 && same && forward_same, name, "1 vs 3 threads rel_err %.2e, repeat same bits %d, forward same bits %d",
+          err, same, forward_same);
     for (int r = 0; r < 3; r++)
         for (int i = 0; i < 3; i++) free(g[r][i]);
-    free(q); free(k); free(v); free(dy); free(y); free(lse); free(again); free(dk); free(dv); free(scratch);
+    free(q); free(k); free(v); free(dy); free(y); free(lse); free(y3); free(lse3); free(again); free(dk); free(dv);
+    free(scratch);
 }
 
 // dlogits may alias logits (the model does that): same bits.

@@ -83,9 +83,9 @@ void rope_backward(OpsContext *ctx, float *dx, int B, int T, int n_heads, int hd
 // scaled causal scores, saved with y for the backward (no T×T
 // probabilities are stored). Scale 1/sqrt(hd).
 // scratch (both passes): attention_scratch_floats(ctx, B, T, nkv, hd)
-// floats, linear in T (kᵀ, vᵀ, tiles per thread, and dk/dv partials when
-// B·nkv is not a multiple of the thread count); sized for the threads of
-// the call, as route_scratch_floats.
+// floats, linear in T (per thread one kv head's kᵀ, vᵀ and tiles, and dk/dv
+// partials when B·nkv is not a multiple of the thread count); sized for the
+// threads of the call, as route_scratch_floats.
 size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd);
 void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd);

@@ -2,16 +2,18 @@
 // The forward runs an online softmax over key tiles: per query row a running
 // max and normaliser, the output rescaled when the max grows; it saves only
 // y and each row's log-sum-exp. The backward recomputes every tile's
-// probabilities from q, k and that lse. Memory is linear in T: kᵀ (and vᵀ
-// for the backward), a few ATT_BQ × ATT_BK tiles per thread and, when the
-// (batch, kv head) groups do not share out evenly over the threads,
-// per-split dk/dv partials.
+// probabilities from q, k and that lse. Memory is linear in T: per thread
+// one kv head's kᵀ (and vᵀ for the backward) and a few ATT_BQ × ATT_BK
+// tiles, and, when the (batch, kv head) groups do not share out evenly over
+// the threads, per-split dk/dv partials.
 // Tiles above the diagonal are skipped, diagonal ones masked per row. Every
 // product is a cblas_sgemm on a tile, which OpenBLAS (openmp build) runs
-// single-threaded inside a parallel region. k and v are transposed once per
-// call so that no product has the form A·Bᵀ: OpenBLAS repacks both operands
-// of that one on every call (no small-matrix kernel), ~1.5x the time of
-// A·B or Aᵀ·B at 64³.
+// single-threaded inside a parallel region. Each task transposes its kv
+// head's k and v once, so that no product has the form A·Bᵀ: OpenBLAS
+// repacks both operands of that one on every call (no small-matrix kernel),
+// ~1.5x the time of A·B or Aᵀ·B at 64³. One parallel region a pass (no
+// separate transposing pass): on a busy machine every extra fork and join
+// waits for the slowest thread.
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -53,17 +55,12 @@ SIMD_MAX_M
 
 // ---- the scratch --------------------------------------------------------------------
 
-// Per thread: forward S [ATT_BQ, ATT_BK] and the row max and sum [ATT_BQ]
-// each; backward P, dS [ATT_BQ, ATT_BK] and D [ATT_BQ] (rows ATT_LD apart),
-// rounded to 64 bytes so the threads' slices share no cache line.
-static size_t thread_floats(void) { return round16((size_t)2 * ATT_BQ * ATT_LD + 2 * ATT_BQ); }
-
-// Splits of one (batch, kv head)'s query tiles in the backward: 1 when the
-// groups share out evenly over the threads, else enough for 4 tasks a
-// thread, which the dynamic schedule then balances (3 groups on 2 threads
-// would leave one idle a third of the time). Each split sums into its own
-// dk/dv partials, added afterwards in split order.
-static int backward_splits(int groups, int n_tiles) {
+// Splits of one (batch, kv head) group's query tiles: 1 when the groups
+// share out evenly over the threads, else enough for 4 tasks a thread,
+// which the dynamic schedule then balances (3 groups on 2 threads would
+// leave a quarter of the machine idle). In the backward each split sums
+// into its own dk/dv partials, added afterwards in split order.
+static int group_splits(int groups, int n_tiles) {
     const int threads = omp_get_max_threads();
     const int s = groups % threads == 0 ? 1 : (4 * threads + groups - 1) / groups;
     return imin(s, n_tiles);
@@ -73,41 +70,37 @@ static int backward_splits(int groups, int n_tiles) {
 // sees), so tiles [0, t) cost ∝ t²: equal shares end at n_tiles·sqrt(s/n).
 static int split_begin(int s, int n, int n_tiles) { return (int)lround(n_tiles * sqrt((double)s / n)); }
 
-typedef struct {
-    float *kt, *vt;       // [B·nkv, key tiles, hd, ATT_LD]: k, v transposed by key tile (vt: backward only)
-    float *tiles;         // [threads][thread_floats()]
-    float *partials;      // [B·nkv, splits, 2, T, hd] dk, dv per split (splits > 1)
-    int splits;
-} Scratch;
-
-// Floats of one group's kt: whole key tiles, each [hd, ATT_BK] in a block
-// of its own at row stride ATT_LD (the stride T, often a power of two,
-// would map a tile's rows onto a few cache sets).
+// Floats of one group's k or v transposed: whole key tiles, each [hd,
+// ATT_BK] in a block of its own at row stride ATT_LD (the stride T, often a
+// power of two, would map a tile's rows onto a few cache sets).
 static size_t kt_floats(int T, int hd) { return (size_t)((T + ATT_BK - 1) / ATT_BK) * hd * ATT_LD; }
 
-// The layout's sizes in floats, apart from any base pointer (sizing the
-// scratch must not offset a NULL one).
-typedef struct { size_t kv, tiles; int splits; } ScratchSizes;
-
-static ScratchSizes scratch_sizes(int B, int T, int nkv, int hd) {
-    ScratchSizes z = {round16((size_t)B * nkv * kt_floats(T, hd)), (size_t)omp_get_max_threads() * thread_floats(),
-                      backward_splits(B * nkv, (T + ATT_BQ - 1) / ATT_BQ)};
-    return z;
+// Per thread: kt, vt (as kt_floats), then forward S [ATT_BQ, ATT_BK] and
+// the row max and sum [ATT_BQ] each, or backward P, dS [ATT_BQ, ATT_BK] and
+// D [ATT_BQ] (tile rows ATT_LD apart); each part rounded to 64 bytes.
+static size_t thread_floats(int T, int hd) {
+    return 2 * round16(kt_floats(T, hd)) + round16((size_t)2 * ATT_BQ * ATT_LD + 2 * ATT_BQ);
 }
 
-static Scratch scratch_layout(float *base, int B, int T, int nkv, int hd) {
-    const ScratchSizes z = scratch_sizes(B, T, nkv, hd);
-    Scratch s = {base, base + z.kv, base + 2 * z.kv, base + 2 * z.kv + z.tiles, z.splits};
-    return s;
+typedef struct {
+    float *kt, *vt, *tile;  // this thread's
+} ThreadScratch;
+
+static ThreadScratch thread_scratch(float *scratch, int T, int hd) {
+    float *kt = scratch + (size_t)omp_get_thread_num() * thread_floats(T, hd);
+    float *vt = kt + round16(kt_floats(T, hd));
+    return (ThreadScratch){kt, vt, vt + round16(kt_floats(T, hd))};
 }
 
 // Sized for omp_get_max_threads() threads: call it under the thread count
-// attention_forward and attention_backward will run with.
+// attention_forward and attention_backward will run with. After the
+// threads' parts: the backward's partials [B·nkv, splits, 2, T, hd] when
+// there is more than one split.
 size_t attention_scratch_floats(OpsContext *ctx, int B, int T, int nkv, int hd) {
     (void)ctx;
-    const ScratchSizes z = scratch_sizes(B, T, nkv, hd);
-    const size_t partials = z.splits > 1 ? (size_t)B * nkv * z.splits * 2 * T * hd : 0;
-    return 2 * z.kv + z.tiles + partials;
+    const int splits = group_splits(B * nkv, (T + ATT_BQ - 1) / ATT_BQ);
+    const size_t partials = splits > 1 ? (size_t)B * nkv * splits * 2 * T * hd : 0;
+    return (size_t)omp_get_max_threads() * thread_floats(T, hd) + partials;
 }
 
 // dst [n, m] (row stride ldd) = srcᵀ, src [m, n] (row stride lds), by
@@ -122,24 +115,18 @@ static void transpose(float *restrict dst, int ldd, const float *restrict src, i
         }
 }
 
-// xt [B·nkv, key tiles, hd, ATT_LD] = x [B, T, nkv, hd], each head's key
-// tiles transposed (the columns past T of the last tile are left alone)
-static void transpose_heads(float *xt, const float *x, int B, int T, int nkv, int hd) {
-    const int n_tiles = (T + ATT_BK - 1) / ATT_BK, ld = nkv * hd;
-#pragma omp parallel for schedule(static)
-    for (long task = 0; task < (long)B * nkv * n_tiles; task++) {
-        const int bg = (int)(task / n_tiles), j = (int)(task % n_tiles), b = bg / nkv, g = bg % nkv;
-        transpose(xt + (size_t)bg * kt_floats(T, hd) + (size_t)j * hd * ATT_LD, ATT_LD,
-                  x + ((size_t)b * T + (size_t)j * ATT_BK) * ld + (size_t)g * hd, ld, imin(ATT_BK, T - j * ATT_BK),
-                  hd);
-    }
+// xt [key tiles, hd, ATT_LD] = keys [0, n) of x [T, hd] (row stride ld), by
+// key tile (the columns past n of the last tile are left alone).
+static void transpose_keys(float *xt, const float *x, int ld, int n, int hd) {
+    for (int j0 = 0; j0 < n; j0 += ATT_BK)
+        transpose(xt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, x + (size_t)j0 * ld, ld, imin(ATT_BK, n - j0), hd);
 }
 
 // ---- forward ------------------------------------------------------------------------
 
 // One query tile of one head, tokens [i0, i0 + mq): Q, Y [mq, hd] (row
 // stride ldq); Kt as kt holds one group, V [T, hd] (stride ldk) -> Y, lse [mq].
-// tile: thread_floats() of scratch.
+// tile: the thread's tiles (ThreadScratch).
 static void forward_tile(float *Y, float *lse, float *tile, const float *Q, const float *Kt, const float *V, int i0,
                          int mq, int hd, int ldq, int ldk, float scale) {
     float *S = tile, *m = S + ATT_BQ * ATT_LD, *l = m + ATT_BQ;
@@ -182,29 +169,31 @@ static void forward_tile(float *Y, float *lse, float *tile, const float *Q, cons
 }
 
 // q [B, T, nh, hd], k, v [B, T, nkv, hd] -> y [B, T, nh, hd], lse [B, nh, T].
-// One task per (query tile, batch, kv head): its query heads run in turn, so
-// the k/v tiles they share stay in cache. Tasks are handed out largest first
-// (the last query tile sees the most keys), dynamically; a task's result
-// does not depend on the thread that runs it.
+// One task per (batch, kv head) group, or per split of its query tiles: it
+// transposes the keys its queries see, then runs each query tile for the
+// group's query heads in turn, which share the k/v tiles while they are in
+// cache. A query tile's result depends on nothing but the inputs.
 void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd) {
     (void)ctx;
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
-    const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
+    const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ, splits = group_splits(groups, n_tiles);
     const float scale = 1.0f / sqrtf((float)hd);
-    const Scratch sc = scratch_layout(scratch, B, T, nkv, hd);
-    transpose_heads(sc.kt, k, B, T, nkv, hd);
 #pragma omp parallel for schedule(dynamic)
-    for (long task = 0; task < (long)groups * n_tiles; task++) {
-        const int qt = n_tiles - 1 - (int)(task / groups), bg = (int)(task % groups);
-        const int b = bg / nkv, g = bg % nkv, i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
-        const float *Kt = sc.kt + (size_t)bg * kt_floats(T, hd), *V = v + (size_t)b * T * ldk + (size_t)g * hd;
-        float *tile = sc.tiles + (size_t)omp_get_thread_num() * thread_floats();
-        for (int r = 0; r < rep; r++) {
-            const int h = g * rep + r;
-            const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
-            forward_tile(y + qo, lse + ((size_t)b * nh + h) * T + i0, tile, q + qo, Kt, V, i0, mq, hd, ldq, ldk,
-                         scale);
+    for (int task = 0; task < groups * splits; task++) {
+        const int bg = task / splits, s = task % splits, b = bg / nkv, g = bg % nkv;
+        const int qt0 = split_begin(s, splits, n_tiles), qt1 = split_begin(s + 1, splits, n_tiles);
+        const size_t ko = (size_t)b * T * ldk + (size_t)g * hd;
+        const ThreadScratch ts = thread_scratch(scratch, T, hd);
+        transpose_keys(ts.kt, k + ko, ldk, imin(T, qt1 * ATT_BQ), hd);
+        for (int qt = qt0; qt < qt1; qt++) {
+            const int i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
+            for (int r = 0; r < rep; r++) {
+                const int h = g * rep + r;
+                const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
+                forward_tile(y + qo, lse + ((size_t)b * nh + h) * T + i0, ts.tile, q + qo, ts.kt, v + ko, i0, mq,
+                             hd, ldq, ldk, scale);
+            }
         }
     }
 }
@@ -214,7 +203,7 @@ void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, co
 // One query tile of one query head, tokens [i0, i0 + mq), against keys
 // [0, i0 + mq): dY, Y, Q [mq, hd] (stride ldq), lse [mq]; K (stride ldk),
 // Kt, Vt as kt, vt hold one group -> dQ [mq, hd] (stride ldq, overwritten); dK,
-// dV (stride ldd) accumulate. tile: thread_floats() of scratch.
+// dV (stride ldd) accumulate. tile: the thread's tiles (ThreadScratch).
 static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile, const float *dY, const float *Y,
                           const float *lse, const float *Q, const float *K, const float *Kt, const float *Vt,
                           int i0, int mq, int hd, int ldq, int ldk, float scale) {
@@ -279,22 +268,21 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
     const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
     const float scale = 1.0f / sqrtf((float)hd);
-    const Scratch sc = scratch_layout(scratch, B, T, nkv, hd);
-    const int splits = sc.splits;
+    const int splits = group_splits(groups, n_tiles);
+    float *partials = scratch + (size_t)omp_get_max_threads() * thread_floats(T, hd);
     const size_t part_floats = (size_t)T * hd;  // one of dk, dv of one split
-    transpose_heads(sc.kt, k, B, T, nkv, hd);
-    transpose_heads(sc.vt, v, B, T, nkv, hd);
 #pragma omp parallel for schedule(dynamic)
     for (int task = 0; task < groups * splits; task++) {
         const int bg = task / splits, s = task % splits, b = bg / nkv, g = bg % nkv;
         const int qt0 = split_begin(s, splits, n_tiles), qt1 = split_begin(s + 1, splits, n_tiles);
         const int keys = imin(T, qt1 * ATT_BQ);  // the keys this split's queries see
-        float *tile = sc.tiles + (size_t)omp_get_thread_num() * thread_floats();
         const size_t ko = (size_t)b * T * ldk + (size_t)g * hd;
-        const float *Kt = sc.kt + (size_t)bg * kt_floats(T, hd), *Vt = sc.vt + (size_t)bg * kt_floats(T, hd);
+        const ThreadScratch ts = thread_scratch(scratch, T, hd);
+        transpose_keys(ts.kt, k + ko, ldk, keys, hd);
+        transpose_keys(ts.vt, v + ko, ldk, keys, hd);
         float *dK = dk + ko, *dV = dv + ko;
         int ldd = ldk;
-        if (splits > 1) dK = sc.partials + 2 * part_floats * task, dV = dK + part_floats, ldd = hd;
+        if (splits > 1) dK = partials + 2 * part_floats * task, dV = dK + part_floats, ldd = hd;
         zero_rows(dK, keys, hd, ldd);
         zero_rows(dV, keys, hd, ldd);
         for (int r = 0; r < rep; r++) {
@@ -302,8 +290,8 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
             for (int qt = qt0; qt < qt1; qt++) {
                 const int i0 = qt * ATT_BQ, mq = imin(ATT_BQ, T - i0);
                 const size_t qo = ((size_t)b * T + i0) * ldq + (size_t)h * hd;
-                backward_tile(dq + qo, dK, dV, ldd, tile, dy + qo, y + qo, lse + ((size_t)b * nh + h) * T + i0,
-                              q + qo, k + ko, Kt, Vt, i0, mq, hd, ldq, ldk, scale);
+                backward_tile(dq + qo, dK, dV, ldd, ts.tile, dy + qo, y + qo, lse + ((size_t)b * nh + h) * T + i0,
+                              q + qo, k + ko, ts.kt, ts.vt, i0, mq, hd, ldq, ldk, scale);
             }
         }
     }
@@ -317,7 +305,7 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
         memset(dv + o, 0, sizeof(float) * (size_t)hd);
         for (int s = 0; s < splits; s++) {
             if (t >= imin(T, split_begin(s + 1, splits, n_tiles) * ATT_BQ)) continue;
-            const float *pk = sc.partials + 2 * part_floats * ((size_t)bg * splits + s) + (size_t)t * hd;
+            const float *pk = partials + 2 * part_floats * ((size_t)bg * splits + s) + (size_t)t * hd;
             const float *pv = pk + part_floats;
             for (int e = 0; e < hd; e++) dk[o + e] += pk[e], dv[o + e] += pv[e];
         }
