@@ -118,6 +118,10 @@ typedef struct {
 // in its own child; progress on stderr), then the machine's rates, the
 // traffic figures and, with plan->torch, the PyTorch peers.
 int bench_run(const BenchPlan *plan, BenchRun *out);
+// Prints a run to stdout: the table of schemes, the routing floors, the
+// PyTorch peers (with --torch) and, last, one JSON line (a failed peer run
+// is a warning on stderr).
+void bench_print(const BenchPlan *plan, const BenchRun *run);
 
 // ---- the scaling grid (analysis/bench_shapes.c) ------------------------------------
 // baseline and mhar (H = heads) over the presets nano .. max_preset at

@@ -2,8 +2,6 @@
 // FLOP/s, this machine's own sgemm rate and memory bandwidth, each routed
 // scheme's cost over baseline against its memory-traffic floor, the PyTorch
 // peers, and the scaling grid; all measured by analysis/bench.h.
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +10,6 @@
 #include "commands.h"
 #include "analysis/bench.h"
 #include "dist/comm.h"
-#include "residual/residual.h"
 
 static const char *usage =
     "usage: mhar bench [--preset P] [--residual R|R1,R2,...|all] [--batch B --seq T --steps N --repeat K] [--torch]\n"
@@ -68,138 +65,6 @@ static int bench_mpi(Comm *comm, const char *preset, const BenchScheme *s, int v
            b.ranks_tok_s / b.single_tok_s, b.comm_ms, b.step_ms, b.serial_tok_s, b.serial_comm_ms, b.opt_mb_rank,
            b.opt_mb_full);
     return 0;
-}
-
-// A growing JSON text (the last line).
-typedef struct { char buf[16384]; size_t len; } Json;
-static void jput(Json *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void jput(Json *j, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(j->buf + j->len, sizeof j->buf - j->len, fmt, ap);
-    va_end(ap);
-    if (k > 0) j->len = j->len + (size_t)k < sizeof j->buf ? j->len + (size_t)k : sizeof j->buf - 1;
-}
-// A JSON string body: the helper's error messages may hold quotes.
-static void jstr(Json *j, const char *s) {
-    jput(j, "\"");
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\') jput(j, "\\%c", *s);
-        else if ((unsigned char)*s >= 0x20) jput(j, "%c", *s);
-    jput(j, "\"");
-}
-
-static void print_table(const BenchPlan *p, const BenchRun *b) {
-    const double base_tok = b->r[b->base >= 0 ? b->base : 0].tok_s, base_mem = b->r[b->base >= 0 ? b->base : 0].peak_mb;
-    printf("machine: sgemm %.1f GFLOP/s (2048³, median of 5); memory read %.1f GB/s, read-modify-write %.1f GB/s "
-           "(%.0f MiB arrays, median of 7)\n", b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib);
-    printf("%-12s %10s %12s %8s %9s %9s %9s\n", "scheme", "tok/s", "model GF/s", "mfu", "peak MB",
-           b->base >= 0 ? "tok/base" : "tok/first", b->base >= 0 ? "mem/base" : "mem/first");
-    for (int i = 0; i < p->n; i++) {
-        const BenchResult *r = &b->r[i];
-        double gf = r->flops * r->tok_s / 1e9;
-        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f\n", p->scheme[i].name, r->tok_s, gf,
-               100 * gf / b->sgemm_gflops, r->peak_mb, r->tok_s / base_tok, r->peak_mb / base_mem);
-    }
-}
-
-// The routed schemes against their traffic floor.
-static void print_floors(const BenchPlan *p, const BenchRun *b) {
-    int any = 0;
-    for (int i = 0; i < p->n; i++) {
-        if (!residual_is_routed(residual_find(p->scheme[i].mode))) continue;
-        if (!any++) {
-            if (b->base < 0) { printf("routing floors: add baseline to --residual to compare against it\n"); return; }
-            printf("routing over baseline, per step (floor: the extra traffic at the measured bandwidths; sources "
-                   "%.0f MB, last-level cache %.0f MB):\n", b->sources_mb, b->bw.llc_mb);
-            printf("%-12s %9s %9s %10s %10s %9s %12s\n", "scheme", "step ms", "extra ms", "+read MB", "+write MB",
-                   "floor ms", "extra/floor");
-        }
-        const BenchResult *r = &b->r[i], *base = &b->r[b->base];
-        if (isnan(r->floor_ms)) { printf("%-12s %9.1f   (traffic not modelled)\n", p->scheme[i].name, r->step_ms); continue; }
-        printf("%-12s %9.1f %9.1f %10.1f %10.1f %9.1f %12.2f\n", p->scheme[i].name, r->step_ms, r->extra_ms,
-               (r->bytes.read - base->bytes.read) / 1e6, (r->bytes.write - base->bytes.write) / 1e6, r->floor_ms,
-               r->extra_ms / r->floor_ms);
-    }
-}
-
-static void print_torch(const BenchPlan *p, const BenchRun *b) {
-    const BenchTorch *t = &b->torch;
-    if (t->error[0]) { fprintf(stderr, "warning: the PyTorch comparison failed: %s\n", t->error); return; }
-    printf("PyTorch %s peers (%d threads, fp32, same shape, warm-up excluded):\n", t->version, t->threads);
-    printf("%-14s %10s %12s %8s   %-22s %s\n", "peer", "tok/s", "model GF/s", "mfu", "mhar / peer", "what");
-    for (int k = 0; k < t->n; k++) {
-        const BenchPeer *e = &t->peer[k];
-        int i = 0;  // the mhar scheme it is compared with
-        for (; i < p->n; i++)
-            if (bench_torch_peer(t, &p->scheme[i]) == k) break;
-        if (strcmp(e->name, "qwen3_compile") == 0) i = b->base;
-        if (i < 0 || i >= p->n) continue;
-        if (!e->tok_s) { printf("%-14s failed: %s\n", e->name, e->error); continue; }
-        double gf = b->r[i].flops * e->tok_s / 1e9;
-        char ratio[48];
-        snprintf(ratio, sizeof ratio, "%s %.2fx", p->scheme[i].name, b->r[i].tok_s / e->tok_s);
-        printf("%-14s %10.0f %12.1f %7.1f%%   %-22s %s\n", e->name, e->tok_s, gf, 100 * gf / b->sgemm_gflops, ratio,
-               e->what);
-    }
-}
-
-static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
-    const BenchResult *r = &b->r[i], *base = &b->r[b->base >= 0 ? b->base : 0];
-    double gf = r->flops * r->tok_s / 1e9;
-    jput(j, "\"tok_per_s\": %.1f, \"model_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"step_ms\": %.3f",
-         r->tok_s, gf, gf / b->sgemm_gflops, r->peak_mb, r->step_ms);
-    if (p->n > 1) jput(j, ", \"tok_ratio\": %.4f, \"mem_ratio\": %.4f", r->tok_s / base->tok_s, r->peak_mb / base->peak_mb);
-    if (r->modelled) jput(j, ", \"route_read_bytes\": %.0f, \"route_write_bytes\": %.0f", r->bytes.read, r->bytes.write);
-    if (!isnan(r->floor_ms))
-        jput(j, ", \"extra_ms\": %.3f, \"floor_ms\": %.4f, \"extra_over_floor\": %.4f", r->extra_ms, r->floor_ms,
-             r->extra_ms / r->floor_ms);
-    const int k = p->torch ? bench_torch_peer(&b->torch, &p->scheme[i]) : -1;
-    if (k >= 0 && b->torch.peer[k].tok_s > 0)
-        jput(j, ", \"torch_peer\": \"%s\", \"torch_peer_tok_per_s\": %.1f, \"over_torch_peer\": %.4f",
-             b->torch.peer[k].name, b->torch.peer[k].tok_s, r->tok_s / b->torch.peer[k].tok_s);
-}
-
-static void print_json(const BenchPlan *p, const BenchRun *b) {
-    static Json j;
-    j.len = 0;
-    jput(&j, "{\"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"vocab\": %d, \"sgemm_gflops\": %.2f, "
-             "\"read_gbs\": %.3f, \"rmw_gbs\": %.3f, \"bandwidth_array_mib\": %.1f, \"llc_mb\": %.1f, "
-             "\"sources_mb\": %.2f, ",
-         p->preset, p->batch, p->seq, p->vocab, b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib,
-         b->bw.llc_mb, b->sources_mb);
-    if (p->n == 1) {
-        jput(&j, "\"residual\": \"%s\", ", p->scheme[0].name);
-        scheme_json(&j, p, b, 0);
-    } else {
-        jput(&j, "\"schemes\": {");
-        for (int i = 0; i < p->n; i++) {
-            jput(&j, "%s\"%s\": {", i ? ", " : "", p->scheme[i].name);
-            scheme_json(&j, p, b, i);
-            jput(&j, "}");
-        }
-        jput(&j, "}");
-    }
-    if (p->torch) {
-        const BenchTorch *t = &b->torch;
-        jput(&j, ", \"torch\": {\"version\": ");
-        jstr(&j, t->version);
-        jput(&j, ", \"threads\": %d, ", t->threads);
-        if (t->error[0]) { jput(&j, "\"error\": "); jstr(&j, t->error); }
-        jput(&j, "%s\"peers\": {", t->error[0] ? ", " : "");
-        for (int k = 0; k < t->n; k++) {
-            jput(&j, "%s\"%s\": {\"what\": ", k ? ", " : "", t->peer[k].name);
-            jstr(&j, t->peer[k].what);
-            if (t->peer[k].tok_s > 0) jput(&j, ", \"tok_per_s\": %.1f}", t->peer[k].tok_s);
-            else { jput(&j, ", \"error\": "); jstr(&j, t->peer[k].error); jput(&j, "}"); }
-        }
-        jput(&j, "}}");
-        const int c = bench_torch_peer(t, NULL);
-        if (c >= 0 && b->base >= 0 && t->peer[c].tok_s > 0)
-            jput(&j, ", \"baseline_over_compile\": %.4f", b->r[b->base].tok_s / t->peer[c].tok_s);
-    }
-    jput(&j, "}");
-    puts(j.buf);
 }
 
 static int run_scaling(const BenchShapesPlan *sp) {
@@ -276,9 +141,6 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", mhar_error());
         return 1;
     }
-    print_table(&plan, &run);
-    print_floors(&plan, &run);
-    if (torch) print_torch(&plan, &run);
-    print_json(&plan, &run);
+    bench_print(&plan, &run);
     return 0;
 }
