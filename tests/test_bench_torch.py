@@ -37,6 +37,7 @@ import bench_torch  # noqa: E402
 from ref import common  # noqa: E402
 from ref import model as ref_model  # noqa: E402
 from ref.common import Report, rel_err  # noqa: E402
+from ref.perturb import perturb_scheme, scheme_names  # noqa: E402
 
 B, T = 2, 32
 VOCAB = 512
@@ -62,21 +63,6 @@ def make_run(d, name, heads, blocks):
     return run
 
 
-def scheme_names(cfg):
-    base = ref_model.param_shapes({**cfg, "attnres_mode": "baseline"})
-    return [k for k in ref_model.param_shapes(cfg) if k not in base]
-
-
-def perturb_scheme(run, cfg):
-    path = run / "model.safetensors"
-    tensors = common.load_safetensors(path)
-    test = ref_model.init_params(cfg, PERTURB_SEED, random_routing=True)
-    for k in scheme_names(cfg):
-        tensors[k] = test[k]
-    os.unlink(path)                    # a hard link to the checkpoint's copy: write a new file
-    common.write_params(path, tensors)
-
-
 def logits_of(model, inputs):
     with torch.no_grad():
         return model(input_ids=inputs, use_cache=False).logits
@@ -86,7 +72,7 @@ def check_run(rep, d, name, peer, heads, blocks, inputs):
     run = make_run(d, name, heads, blocks)
     cfg = json.loads((run / "config.json").read_text())
     if name != "baseline":
-        perturb_scheme(run, cfg)
+        perturb_scheme(run, cfg, PERTURB_SEED)
     want = common.tool_dump(run, d / "batch.bin", B, T, d / f"{name}.dump.safetensors")["logits"]
     model = bench_torch.peer_model(peer, cfg, heads, blocks).eval()
     weights = common.load_safetensors(run / "model.safetensors")

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ref import common  # noqa: E402
 from ref import model as ref_model  # noqa: E402
 from ref.common import Report, rel_err  # noqa: E402
+from ref.perturb import perturb_scheme, scheme_names  # noqa: E402
 
 B, T = 2, 32
 VOCAB = 512
@@ -100,22 +101,6 @@ def make_run(d, name, residual, heads, blocks, tied, family="qwen3"):
     mhar("train", "--config", d / f"{name}.json", "--residual", residual, "--route-heads", heads,
          *(["--route-blocks", blocks] if blocks else []), *train_args(d, run))
     return run
-
-
-def scheme_names(cfg):
-    base = ref_model.param_shapes({**cfg, "attnres_mode": "baseline"})
-    return [k for k in ref_model.param_shapes(cfg) if k not in base]
-
-
-def perturb_scheme(run, cfg):
-    """Replace every scheme tensor of the run by its perturbed test value."""
-    path = run / "model.safetensors"
-    tensors = common.load_safetensors(path)
-    test = ref_model.init_params(cfg, PERTURB_SEED, random_routing=True)
-    for k in scheme_names(cfg):
-        tensors[k] = test[k]
-    os.unlink(path)                    # a hard link to the checkpoint's copy: write a new file
-    common.write_params(path, tensors)
 
 
 def check_files(rep, name, run, cfg):
@@ -220,7 +205,7 @@ def check_run(rep, d, name, run, inputs):
     cfg = json.loads((run / "config.json").read_text())
     check_files(rep, name, run, cfg)
     if cfg["attnres_mode"] != "baseline":
-        perturb_scheme(run, cfg)
+        perturb_scheme(run, cfg, PERTURB_SEED)
     want = common.tool_dump(run, d / "batch.bin", B, T, d / f"{name}.dump.safetensors")["logits"]
     model = load_auto(rep, name, run, cfg)
     if model is not None:
