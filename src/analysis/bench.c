@@ -197,9 +197,11 @@ static void time_steps(const char *preset, const BenchScheme *s, int vocab, int 
     model_free(&m);
 }
 
-// Run one scheme in a child; its peak RSS comes from wait4.
-int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps, double budget_s,
-                 BenchSample *out) {
+// fn(arg, res) in a forked child, its result (size bytes) back through a
+// pipe; *ru: the child's resource use (its peak RSS). Fork before this
+// process starts OpenMP or OpenBLAS threads.
+static int in_child(int (*fn)(const void *arg, void *res), const void *arg, void *res, size_t size,
+                    struct rusage *ru) {
     int fd[2];
     if (pipe(fd)) return mhar_fail("pipe failed");
     fflush(NULL);
@@ -207,32 +209,68 @@ int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int
     if (pid < 0) return mhar_fail("fork failed");
     if (pid == 0) {
         close(fd[0]);
-        BenchSample res = {0};
-        time_steps(preset, s, vocab, B, T, steps, budget_s, &res);
-        if (res.tok_s < 0) fprintf(stderr, "error: %s: %s\n", s->name, mhar_error());
-        ssize_t w = write(fd[1], &res, sizeof res);
-        _exit(w == sizeof res && res.tok_s > 0 ? 0 : 1);
+        int rc = fn(arg, res);
+        if (rc) fprintf(stderr, "error: %s\n", mhar_error());
+        ssize_t w = write(fd[1], res, size);
+        _exit(w == (ssize_t)size && !rc ? 0 : 1);
     }
     close(fd[1]);
-    BenchSample res = {0};
-    ssize_t got = read(fd[0], &res, sizeof res);
+    ssize_t got = read(fd[0], res, size);
     close(fd[0]);
     int status;
+    wait4(pid, &status, 0, ru);
+    return got == (ssize_t)size && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? MHAR_OK : MHAR_ERR;
+}
+
+typedef struct { const char *preset; const BenchScheme *s; int vocab, B, T, steps; double budget_s; } SchemeJob;
+
+static int scheme_child(const void *arg, void *res) {
+    const SchemeJob *j = arg;
+    BenchSample *out = res;
+    memset(out, 0, sizeof *out);
+    time_steps(j->preset, j->s, j->vocab, j->B, j->T, j->steps, j->budget_s, out);
+    return out->tok_s > 0 ? MHAR_OK : mhar_fail("%s: %s", j->s->name, mhar_error());
+}
+
+int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps, double budget_s,
+                 BenchSample *out) {
+    const SchemeJob job = {preset, s, vocab, B, T, steps, budget_s};
+    BenchSample res;
     struct rusage ru;
-    wait4(pid, &status, 0, &ru);
-    if (got != sizeof res || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || res.tok_s <= 0)
-        return mhar_fail("scheme %s failed", s->name);
+    if (in_child(scheme_child, &job, &res, sizeof res, &ru)) return mhar_fail("scheme %s failed", s->name);
     *out = res;
     out->peak_mb = ru.ru_maxrss / 1024.0;
     return MHAR_OK;
 }
 
-// Rounds of every scheme, then the medians and the figures derived from them.
+static int limits_child(const void *arg, void *res) {
+    (void)arg;
+    BenchLimits *out = res;
+    memset(out, 0, sizeof *out);
+    out->sgemm_gflops = bench_sgemm_gflops();
+    if (out->sgemm_gflops <= 0) return mhar_fail("sgemm probe: no memory for its 2048² matrices");
+    return bench_bandwidth(&out->bw);
+}
+
+int bench_limits(BenchLimits *out) {
+    struct rusage ru;
+    return in_child(limits_child, NULL, out, sizeof *out, &ru) ? mhar_fail("the machine's probes failed") : MHAR_OK;
+}
+
+// Rounds of every scheme, each round led by the machine's probes (so the
+// limits drift with the machine as the schemes do), then the medians.
 static int run_rounds(const BenchPlan *p, BenchRun *out) {
     const int n = p->n, K = p->repeat;
     double *tok = mhar_alloc(sizeof(double) * n * K), *mem = mhar_alloc(sizeof(double) * n * K);
-    int rc = tok && mem ? MHAR_OK : MHAR_ERR;
-    for (int k = 0; k < K && !rc; k++)
+    double *sg = mhar_alloc(sizeof(double) * K * 3), *rd = sg + K, *rmw = sg + 2 * K;
+    int rc = tok && mem && sg ? MHAR_OK : MHAR_ERR;
+    for (int k = 0; k < K && !rc; k++) {
+        BenchLimits lim;
+        if ((rc = bench_limits(&lim))) break;
+        sg[k] = lim.sgemm_gflops, rd[k] = lim.bw.read_gbs, rmw[k] = lim.bw.rmw_gbs;
+        out->bw.array_mib = lim.bw.array_mib, out->bw.llc_mb = lim.bw.llc_mb;
+        fprintf(stderr, "  round %d  machine: sgemm %.1f GFLOP/s, read %.1f GB/s, read-modify-write %.1f GB/s\n",
+                k + 1, sg[k], rd[k], rmw[k]);
         for (int i = 0; i < n && !rc; i++) {
             BenchSample s = {0};
             rc = bench_scheme(p->preset, &p->scheme[i], p->vocab, p->batch, p->seq, p->steps, 0, &s);
@@ -242,12 +280,21 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
             out->r[i].flops = s.flops;
             fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB\n", k + 1, p->scheme[i].name, s.tok_s, s.peak_mb);
         }
+    }
+    if (!rc) {
+        out->rounds = K;
+        out->sgemm_min = out->sgemm_max = sg[0];
+        for (int k = 1; k < K; k++) out->sgemm_min = fmin(out->sgemm_min, sg[k]), out->sgemm_max = fmax(out->sgemm_max, sg[k]);
+        out->sgemm_gflops = median(sg, K);
+        out->bw.read_gbs = median(rd, K);
+        out->bw.rmw_gbs = median(rmw, K);
+    }
     for (int i = 0; i < n && !rc; i++) {
         out->r[i].tok_s = median(tok + i * K, K);
         out->r[i].peak_mb = median(mem + i * K, K);
         out->r[i].step_ms = 1e3 * p->batch * p->seq / out->r[i].tok_s;
     }
-    mhar_free(tok); mhar_free(mem);
+    mhar_free(tok); mhar_free(mem); mhar_free(sg);
     return rc;
 }
 
@@ -256,8 +303,6 @@ int bench_run(const BenchPlan *p, BenchRun *out) {
     // The children are forked before this process starts any OpenMP or
     // OpenBLAS threads: libgomp does not survive a fork after its first use.
     if (run_rounds(p, out)) return MHAR_ERR;
-    out->sgemm_gflops = bench_sgemm_gflops();
-    if (bench_bandwidth(&out->bw)) return MHAR_ERR;
     Config c;
     if (config_preset(p->preset, &c)) return MHAR_ERR;
     const int n_tok = p->batch * p->seq;

@@ -43,6 +43,11 @@ typedef struct {
 } BenchBandwidth;
 int bench_bandwidth(BenchBandwidth *out);
 
+// Both probes (bench_sgemm_gflops, bench_bandwidth) in a forked child, so
+// that the caller can go on forking: fork-safe where the two are not.
+typedef struct { double sgemm_gflops; BenchBandwidth bw; } BenchLimits;
+int bench_limits(BenchLimits *out);
+
 // The traffic of scheme s per training step of n_tok tokens on `preset`
 // (residual_route_bytes): 1, or 0 when the scheme does not model it.
 int bench_route_bytes(const char *preset, const BenchScheme *s, int vocab, int n_tok, RouteBytes *out);
@@ -106,17 +111,20 @@ typedef struct {
 } BenchResult;
 
 typedef struct {
-    double sgemm_gflops;
+    // The machine's limits, each round's probes (bench_limits, run before
+    // the round's schemes) and their medians over the rounds.
+    double sgemm_gflops, sgemm_min, sgemm_max;
     BenchBandwidth bw;
+    int rounds;
     double sources_mb;         // full routing's source buffer at this shape ((2L+1)·B·T·d floats)
     int base;                  // index of baseline in the plan, -1
     BenchResult r[BENCH_MAX_SCHEMES];
     BenchTorch torch;          // when plan.torch
 } BenchRun;
 
-// The rounds of every scheme (each round runs every scheme once, in order,
-// in its own child; progress on stderr), then the machine's rates, the
-// traffic figures and, with plan->torch, the PyTorch peers.
+// The rounds of every scheme (each round runs the machine's probes, then
+// every scheme once, in order, each in its own child; progress on stderr),
+// the traffic figures and, with plan->torch, the PyTorch peers.
 int bench_run(const BenchPlan *plan, BenchRun *out);
 // Prints a run to stdout: the table of schemes, the routing floors, the
 // PyTorch peers (with --torch) and, last, one JSON line (a failed peer run

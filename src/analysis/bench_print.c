@@ -31,8 +31,9 @@ static void jstr(Json *j, const char *s) {
 
 static void print_table(const BenchPlan *p, const BenchRun *b) {
     const double base_tok = b->r[b->base >= 0 ? b->base : 0].tok_s, base_mem = b->r[b->base >= 0 ? b->base : 0].peak_mb;
-    printf("machine: sgemm %.1f GFLOP/s (2048³, median of 5); memory read %.1f GB/s, read-modify-write %.1f GB/s "
-           "(%.0f MiB arrays, median of 7)\n", b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib);
+    printf("machine: sgemm %.1f GFLOP/s (2048³; median of %d rounds, range %.1f-%.1f); memory read %.1f GB/s, "
+           "read-modify-write %.1f GB/s (%.0f MiB arrays; median of %d rounds)\n", b->sgemm_gflops, b->rounds,
+           b->sgemm_min, b->sgemm_max, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib, b->rounds);
     printf("%-12s %10s %12s %8s %9s %9s %9s\n", "scheme", "tok/s", "model GF/s", "mfu", "peak MB",
            b->base >= 0 ? "tok/base" : "tok/first", b->base >= 0 ? "mem/base" : "mem/first");
     for (int i = 0; i < p->n; i++) {
@@ -105,9 +106,9 @@ static void print_json(const BenchPlan *p, const BenchRun *b) {
     j.len = 0;
     jput(&j, "{\"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"vocab\": %d, \"sgemm_gflops\": %.2f, "
              "\"read_gbs\": %.3f, \"rmw_gbs\": %.3f, \"bandwidth_array_mib\": %.1f, \"llc_mb\": %.1f, "
-             "\"sources_mb\": %.2f, ",
+             "\"sources_mb\": %.2f, \"probe_rounds\": %d, \"sgemm_gflops_min\": %.2f, \"sgemm_gflops_max\": %.2f, ",
          p->preset, p->batch, p->seq, p->vocab, b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib,
-         b->bw.llc_mb, b->sources_mb);
+         b->bw.llc_mb, b->sources_mb, b->rounds, b->sgemm_min, b->sgemm_max);
     if (p->n == 1) {
         jput(&j, "\"residual\": \"%s\", ", p->scheme[0].name);
         scheme_json(&j, p, b, 0);
