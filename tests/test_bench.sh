@@ -195,11 +195,15 @@ for s in j["shapes"]:
     b, m = s["baseline"], s["mhar"]
     assert abs(s["tok_ratio"] - m["tok_per_s"] / b["tok_per_s"]) < 1e-9 and s["estimated_gb"] > 0
     assert b["steps"] == m["steps"] == 1 and 0 < b["mfu"] and m["params"] > b["params"]
+    # mfu is against the sgemm probed before this shape, which the grid's range holds
+    assert j["sgemm_gflops_min"] <= s["sgemm_gflops"] <= j["sgemm_gflops_max"], (s["sgemm_gflops"], j)
+    assert j["sgemm_gflops_min"] <= j["sgemm_gflops"] <= j["sgemm_gflops_max"]
     # the Markdown row of the shape carries the same figures
     row = f"| {s['sweep']} | {s['preset']} | {m['params'] / 1e6:.1f} | {s['batch']} | {s['seq']} | 1/1 | " \
           f"{b['tok_per_s']:.0f} | {m['tok_per_s']:.0f} | {s['tok_ratio']:.3f} |"
     assert row in md, row
 assert md.count("\n| preset |") + md.count("\n| seq |") == 4
+assert f"(median {j['sgemm_gflops']:.1f} GFLOP/s, range {j['sgemm_gflops_min']:.1f}-{j['sgemm_gflops_max']:.1f})" in md
 EOF
 then pass bench_scaling_table
 else fail bench_scaling_table "$(head -c 1500 "$W/scale/scaling.md" 2>/dev/null)"; fi

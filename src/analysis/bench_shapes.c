@@ -15,6 +15,7 @@
 #include "../model/config.h"
 #include "../model/model.h"
 #include "../util/dir.h"
+#include "../util/median.h"
 #include "../util/memlimit.h"
 #include "plot.h"
 
@@ -34,6 +35,7 @@ typedef struct {
     ShapeState state;
     char why[200];               // skipped or failed: the reason
     BenchSample s[2];            // baseline, mhar
+    double sgemm;                // GFLOP/s, probed just before the shape's runs
 } Shape;
 
 static double ram_bytes(void) {
@@ -82,7 +84,15 @@ static void check_memory(Shape *sh, const BenchScheme *sc, int vocab, double cap
     }
 }
 
+// The shape's runs, led by the sgemm probe their mfu is measured against
+// (a neighbour may come and go during a grid of many minutes).
 static void run_shape(const BenchShapesPlan *p, Shape *sh, const BenchScheme *sc) {
+    BenchLimits lim;
+    if (sh->state == SHAPE_RUN && bench_limits(&lim)) {
+        sh->state = SHAPE_FAILED;
+        snprintf(sh->why, sizeof sh->why, "%s", mhar_error());
+    }
+    sh->sgemm = sh->state == SHAPE_RUN ? lim.sgemm_gflops : NAN;
     for (int k = 0; k < 2 && sh->state == SHAPE_RUN; k++) {
         if (bench_scheme(sh->preset, &sc[k], p->vocab, sh->B, sh->T, p->steps, BUDGET_S, &sh->s[k])) {
             sh->state = SHAPE_FAILED;
@@ -98,14 +108,29 @@ static void run_shape(const BenchShapesPlan *p, Shape *sh, const BenchScheme *sc
 
 static double mfu(const BenchSample *s, double sgemm) { return s->flops * s->tok_s / 1e9 / sgemm; }
 
-static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double sgemm, double seconds) {
+// The median, least and greatest sgemm probe over the shapes that ran (NAN if none).
+static void sgemm_range(const Shape *sh, int n, double out[3]) {
+    double v[MAX_SHAPES];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (sh[i].state == SHAPE_RUN) v[m++] = sh[i].sgemm;
+    out[0] = out[1] = out[2] = NAN;
+    if (!m) return;
+    out[0] = median(v, m), out[1] = out[2] = v[0];
+    for (int i = 1; i < m; i++) out[1] = fmin(out[1], v[i]), out[2] = fmax(out[2], v[i]);
+}
+
+static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double seconds) {
     size_t cap = 65536, len = 0;
     char *md = malloc(cap);
     if (!md) return NULL;
+    double sg[3];
+    sgemm_range(sh, n, sg);
 #define MD(...) (len += (size_t)snprintf(md + len, len < cap ? cap - len : 0, __VA_ARGS__))
     MD("# mhar bench --scaling\n\nbaseline and mhar (H = %d), vocab %d, fp32, median of the timed steps after one "
-       "warm-up; mfu against this machine's sgemm (%.1f GFLOP/s, 2048³). The whole grid took %.0f s.\n\n",
-       p->heads, p->vocab, sgemm, seconds);
+       "warm-up; mfu against this machine's sgemm rate (2048³) probed just before each shape (median %.1f "
+       "GFLOP/s, range %.1f-%.1f). The whole grid took %.0f s.\n\n",
+       p->heads, p->vocab, sg[0], sg[1], sg[2], seconds);
     MD("| sweep | preset | params (M) | B | T | steps (baseline/mhar) | baseline tok/s | mhar tok/s | mhar/baseline tok/s | "
        "baseline mfu | mhar mfu | baseline peak MB | mhar peak MB | mhar/baseline memory |\n");
     MD("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -119,7 +144,7 @@ static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double s
         const BenchSample *b = &s->s[0], *m = &s->s[1];
         MD("| %s | %s | %.1f | %d | %d | %d/%d | %.0f | %.0f | %.3f | %.1f%% | %.1f%% | %.0f | %.0f | %.3f |\n", s->sweep,
            s->preset, m->params / 1e6, s->B, s->T, b->steps, m->steps, b->tok_s, m->tok_s, m->tok_s / b->tok_s,
-           100 * mfu(b, sgemm), 100 * mfu(m, sgemm), b->peak_mb, m->peak_mb, m->peak_mb / b->peak_mb);
+           100 * mfu(b, s->sgemm), 100 * mfu(m, s->sgemm), b->peak_mb, m->peak_mb, m->peak_mb / b->peak_mb);
     }
 #undef MD
     if (len >= cap) md[cap - 1] = '\0';
@@ -136,10 +161,16 @@ static cJSON *sample_json(const BenchSample *s, double sgemm) {
     return o;
 }
 
-static int write_json(const char *path, const Shape *sh, int n, const BenchShapesPlan *p, double sgemm,
-                      double seconds, double ram, double cap) {
+static int write_json(const char *path, const Shape *sh, int n, const BenchShapesPlan *p, double seconds, double ram,
+                      double cap) {
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "shapes");
-    cJSON_AddNumberToObject(root, "sgemm_gflops", sgemm);
+    double sg[3];
+    sgemm_range(sh, n, sg);
+    if (!isnan(sg[0])) {  // cJSON would write a NaN as null
+        cJSON_AddNumberToObject(root, "sgemm_gflops", sg[0]);
+        cJSON_AddNumberToObject(root, "sgemm_gflops_min", sg[1]);
+        cJSON_AddNumberToObject(root, "sgemm_gflops_max", sg[2]);
+    }
     cJSON_AddNumberToObject(root, "heads", p->heads);
     cJSON_AddNumberToObject(root, "vocab", p->vocab);
     cJSON_AddNumberToObject(root, "ram_gb", ram / 1e9);
@@ -156,8 +187,9 @@ static int write_json(const char *path, const Shape *sh, int n, const BenchShape
         cJSON_AddStringToObject(o, "state", s->state == SHAPE_RUN ? "run" : s->state == SHAPE_SKIPPED ? "skipped" : "failed");
         if (s->state != SHAPE_RUN) cJSON_AddStringToObject(o, "reason", s->why);
         else {
-            cJSON_AddItemToObject(o, "baseline", sample_json(&s->s[0], sgemm));
-            cJSON_AddItemToObject(o, "mhar", sample_json(&s->s[1], sgemm));
+            cJSON_AddNumberToObject(o, "sgemm_gflops", s->sgemm);
+            cJSON_AddItemToObject(o, "baseline", sample_json(&s->s[0], s->sgemm));
+            cJSON_AddItemToObject(o, "mhar", sample_json(&s->s[1], s->sgemm));
             cJSON_AddNumberToObject(o, "tok_ratio", s->s[1].tok_s / s->s[0].tok_s);
             cJSON_AddNumberToObject(o, "mem_ratio", s->s[1].peak_mb / s->s[0].peak_mb);
         }
@@ -174,7 +206,7 @@ static int write_json(const char *path, const Shape *sh, int n, const BenchShape
 }
 
 // One sweep's four plots. x: parameters (M) for the size sweep, T for the other.
-static int draw_sweep(const char *dir, const char *sweep, const Shape *sh, int n, double sgemm) {
+static int draw_sweep(const char *dir, const char *sweep, const Shape *sh, int n) {
     double x[MAX_SHAPES], y[6][MAX_SHAPES];
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -183,7 +215,7 @@ static int draw_sweep(const char *dir, const char *sweep, const Shape *sh, int n
         x[m] = strcmp(sweep, "preset") ? s->T : round(s->s[1].params / 1e5) / 10;  // 0.1M: readable ticks
         for (int k = 0; k < 2; k++) {
             y[k][m] = s->s[k].tok_s;
-            y[2 + k][m] = 100 * mfu(&s->s[k], sgemm);
+            y[2 + k][m] = 100 * mfu(&s->s[k], s->sgemm);
             y[4 + k][m] = s->s[k].peak_mb;
         }
         m++;
@@ -237,14 +269,14 @@ int bench_shapes(const BenchShapesPlan *p, char **md) {
         run_shape(p, &sh[i], sc);
         if (sh[i].state == SHAPE_FAILED) fprintf(stderr, "  %s %s failed: %s\n", sh[i].sweep, sh[i].preset, sh[i].why);
     }
-    const double sgemm = bench_sgemm_gflops(), seconds = now_seconds() - t0;
+    const double seconds = now_seconds() - t0;
     char path[4096];
     snprintf(path, sizeof path, "%s/scaling.json", p->dir);
-    if (write_json(path, sh, n, p, sgemm, seconds, ram, cap)) return MHAR_ERR;
-    *md = markdown(sh, n, p, sgemm, seconds);
+    if (write_json(path, sh, n, p, seconds, ram, cap)) return MHAR_ERR;
+    *md = markdown(sh, n, p, seconds);
     snprintf(path, sizeof path, "%s/scaling.md", p->dir);
     if (!*md || atomic_write_file(path, *md, strlen(*md))) return MHAR_ERR;
-    int a = draw_sweep(p->dir, "preset", sh, n, sgemm), b = a < 0 ? a : draw_sweep(p->dir, "seq", sh, n, sgemm);
+    int a = draw_sweep(p->dir, "preset", sh, n), b = a < 0 ? a : draw_sweep(p->dir, "seq", sh, n);
     if (a < 0 || b < 0) return MHAR_ERR;
     if (a || b) fprintf(stderr, "warning: gnuplot is not installed: %s has the plots' .dat and .gp, no PNG\n", p->dir);
     return MHAR_OK;
