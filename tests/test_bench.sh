@@ -5,7 +5,7 @@
 # JSON last line whose figures agree with each other and with the printed
 # ones: floor = extra bytes / bandwidths, extra = step − baseline's step,
 # the traffic equals the formulas of the README; --repeat probes the machine
-# before every round. --torch with a stand-in
+# before every round and pairs the ratios (and the extra step time) by round. --torch with a stand-in
 # helper (MHAR_BENCH_TORCH): each peer's ratio, a failed torch.compile named,
 # a missing helper a warning. Bad input is refused with a clear error.
 # --scaling on a reduced grid writes its table, JSON and PNGs; --max-memory
@@ -113,8 +113,8 @@ assert j['read_gbs']>0 and j['rmw_gbs']>0" "$out" && grep -q "add baseline to --
     pass bench_one_scheme
 else fail bench_one_scheme "$out"; fi
 
-# ---- --repeat: every round probes the machine first ------------------------------------
-$M bench $TINY --residual baseline --repeat 3 >"$W/rep.out" 2>"$W/rep.err"
+# ---- --repeat: every round probes the machine first; ratios are paired by round --------
+$M bench $TINY --residual baseline,mhar --repeat 3 >"$W/rep.out" 2>"$W/rep.err"
 rc=$?
 if [ $rc -eq 0 ] && [ "$(grep -c '^  round [123]  machine: sgemm [0-9.]* GFLOP/s' "$W/rep.err")" = 3 ] \
      && grep -q 'median of 3 rounds, range' "$W/rep.out" && python3 -c "
@@ -123,6 +123,25 @@ j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 assert j['probe_rounds'] == 3 and j['sgemm_gflops_min'] <= j['sgemm_gflops'] <= j['sgemm_gflops_max']" "$W/rep.out"
 then pass bench_repeat_probes_each_round
 else fail bench_repeat_probes_each_round "rc=$rc: $(head -c 800 "$W/rep.err" "$W/rep.out")"; fi
+python3 - "$W/rep.out" <<'EOF'
+import json, statistics, sys
+lines = open(sys.argv[1]).read().splitlines()
+try:
+    j = json.loads(lines[-1]); b, m = j["schemes"]["baseline"], j["schemes"]["mhar"]
+    tb, tm, n = b["round_tok_per_s"], m["round_tok_per_s"], j["batch"] * j["seq"]
+    r = [x / y for x, y in zip(tm, tb)]
+    extra = statistics.median(1e3 * n * (1 / x - 1 / y) for x, y in zip(tm, tb))
+    rel = 1e-3   # the rounds' tokens/s are printed with one decimal
+    ok = (len(tb) == len(tm) == 3 and abs(m["tok_per_s"] - statistics.median(tm)) <= 0.051
+          and abs(m["tok_ratio"] - statistics.median(r)) <= rel * m["tok_ratio"]
+          and abs(m["tok_ratio_min"] - min(r)) <= rel * min(r) and abs(m["tok_ratio_max"] - max(r)) <= rel * max(r)
+          and abs(m["extra_ms"] - extra) <= rel * abs(extra) + 0.01
+          and any(l.split()[0] == "mhar" and l.split()[-1] == f"{m['tok_ratio_min']:.3f}-{m['tok_ratio_max']:.3f}"
+                  for l in lines if l.split()))
+    print("PASS bench_repeat_paired_ratios" if ok else f"FAIL bench_repeat_paired_ratios: {m} vs {r}, {extra}")
+except Exception as e:
+    print(f"FAIL bench_repeat_paired_ratios: {e!r}")
+EOF
 
 # ---- --torch, with a stand-in helper ------------------------------------------------------
 cat >"$W/fake_torch.py" <<'EOF'

@@ -289,12 +289,27 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         out->bw.read_gbs = median(rd, K);
         out->bw.rmw_gbs = median(rmw, K);
     }
+    const int ref = out->base >= 0 ? out->base : 0;
+    double *v = mhar_alloc(sizeof(double) * K);
+    if (!v) rc = MHAR_ERR;
     for (int i = 0; i < n && !rc; i++) {
-        out->r[i].tok_s = median(tok + i * K, K);
-        out->r[i].peak_mb = median(mem + i * K, K);
-        out->r[i].step_ms = 1e3 * p->batch * p->seq / out->r[i].tok_s;
+        BenchResult *r = &out->r[i];
+        const double *t = tok + i * K, *t_ref = tok + ref * K;
+        memcpy(r->round_tok_s, t, sizeof(double) * K);
+        r->ratio_min = r->ratio_max = t[0] / t_ref[0];
+        for (int k = 0; k < K; k++) {
+            v[k] = t[k] / t_ref[k];
+            r->ratio_min = fmin(r->ratio_min, v[k]), r->ratio_max = fmax(r->ratio_max, v[k]);
+        }
+        r->tok_ratio = median(v, K);
+        for (int k = 0; k < K; k++) v[k] = 1e3 * p->batch * p->seq * (1 / t[k] - 1 / t_ref[k]);
+        r->extra_ms = median(v, K);  // kept for the routed schemes against baseline only (bench_run)
+        r->peak_mb = median(mem + i * K, K);
+        memcpy(v, t, sizeof(double) * K);  // median sorts: the reference's rows must stay in round order
+        r->tok_s = median(v, K);
+        r->step_ms = 1e3 * p->batch * p->seq / r->tok_s;
     }
-    mhar_free(tok); mhar_free(mem); mhar_free(sg);
+    mhar_free(tok); mhar_free(mem); mhar_free(sg); mhar_free(v);
     return rc;
 }
 
@@ -302,22 +317,24 @@ int bench_run(const BenchPlan *p, BenchRun *out) {
     memset(out, 0, sizeof *out);
     // The children are forked before this process starts any OpenMP or
     // OpenBLAS threads: libgomp does not survive a fork after its first use.
+    if (p->repeat > BENCH_MAX_ROUNDS) return mhar_fail("--repeat %d: at most %d rounds", p->repeat, BENCH_MAX_ROUNDS);
+    out->base = bench_find(p->scheme, p->n, "baseline");
     if (run_rounds(p, out)) return MHAR_ERR;
     Config c;
     if (config_preset(p->preset, &c)) return MHAR_ERR;
     const int n_tok = p->batch * p->seq;
     out->sources_mb = (2.0 * c.num_hidden_layers + 1) * n_tok * c.hidden_size * sizeof(float) / 1e6;
-    out->base = bench_find(p->scheme, p->n, "baseline");
     for (int i = 0; i < p->n; i++) {
         BenchResult *r = &out->r[i];
         r->modelled = bench_route_bytes(p->preset, &p->scheme[i], p->vocab, n_tok, &r->bytes);
-        r->extra_ms = r->floor_ms = NAN;
+        r->floor_ms = NAN;
     }
-    for (int i = 0; i < p->n && out->base >= 0; i++) {
-        BenchResult *r = &out->r[i], *b = &out->r[out->base];
-        if (!residual_is_routed(residual_find(p->scheme[i].mode)) || !r->modelled || !b->modelled) continue;
-        r->extra_ms = r->step_ms - b->step_ms;
-        r->floor_ms = 1e3 * bench_floor_s(r->bytes, b->bytes, &out->bw);
+    for (int i = 0; i < p->n; i++) {
+        BenchResult *r = &out->r[i];
+        const BenchResult *b = out->base >= 0 ? &out->r[out->base] : NULL;
+        if (b && residual_is_routed(residual_find(p->scheme[i].mode)) && r->modelled && b->modelled)
+            r->floor_ms = 1e3 * bench_floor_s(r->bytes, b->bytes, &out->bw);
+        else r->extra_ms = NAN;
     }
     if (p->torch && bench_torch(p->preset, p->vocab, p->batch, p->seq, p->steps, p->scheme, p->n, &out->torch))
         return MHAR_ERR;

@@ -6,6 +6,7 @@
 #include "../residual/residual.h"
 
 #define BENCH_MAX_SCHEMES 16
+#define BENCH_MAX_ROUNDS 64  // --repeat
 
 typedef struct { const char *name, *mode; int heads, blocks; } BenchScheme;
 
@@ -100,13 +101,19 @@ typedef struct {
 
 typedef struct {
     double tok_s, peak_mb;     // medians over the rounds
+    double round_tok_s[BENCH_MAX_ROUNDS];  // each round's
+    // Against the reference scheme (baseline, else the first listed), paired
+    // within each round and then the median (and range) over the rounds: a
+    // machine whose speed drifts moves both sides of a pair together.
+    double tok_ratio, ratio_min, ratio_max;
     double flops;              // model FLOPs per token
     double step_ms;            // B·T / tok_s
     int modelled;              // bytes below are known
     RouteBytes bytes;          // the scheme's traffic per step
     // Against baseline (routed schemes, when baseline is in the plan and
-    // both are modelled; NAN otherwise): step time over baseline's, and the
-    // floor of it from the extra traffic (bench_floor_s).
+    // both are modelled; NAN otherwise): step time over baseline's (the
+    // median over the rounds of each round's difference), and the floor of
+    // it from the extra traffic (bench_floor_s).
     double extra_ms, floor_ms;
 } BenchResult;
 

@@ -11,7 +11,7 @@
 #include "../residual/residual.h"
 
 // A growing JSON text (the last line).
-typedef struct { char buf[16384]; size_t len; } Json;
+typedef struct { char buf[65536]; size_t len; } Json;
 static void jput(Json *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void jput(Json *j, const char *fmt, ...) {
     va_list ap;
@@ -30,17 +30,25 @@ static void jstr(Json *j, const char *s) {
 }
 
 static void print_table(const BenchPlan *p, const BenchRun *b) {
-    const double base_tok = b->r[b->base >= 0 ? b->base : 0].tok_s, base_mem = b->r[b->base >= 0 ? b->base : 0].peak_mb;
+    const double base_mem = b->r[b->base >= 0 ? b->base : 0].peak_mb;
     printf("machine: sgemm %.1f GFLOP/s (2048³; median of %d rounds, range %.1f-%.1f); memory read %.1f GB/s, "
            "read-modify-write %.1f GB/s (%.0f MiB arrays; median of %d rounds)\n", b->sgemm_gflops, b->rounds,
            b->sgemm_min, b->sgemm_max, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib, b->rounds);
-    printf("%-12s %10s %12s %8s %9s %9s %9s\n", "scheme", "tok/s", "model GF/s", "mfu", "peak MB",
-           b->base >= 0 ? "tok/base" : "tok/first", b->base >= 0 ? "mem/base" : "mem/first");
+    const char *ref = b->base >= 0 ? "base" : "first";
+    char tok_h[16], mem_h[16], range_h[24];
+    snprintf(tok_h, sizeof tok_h, "tok/%s", ref);
+    snprintf(mem_h, sizeof mem_h, "mem/%s", ref);
+    snprintf(range_h, sizeof range_h, "rounds' tok/%s", ref);
+    printf("%-12s %10s %12s %8s %9s %9s %9s", "scheme", "tok/s", "model GF/s", "mfu", "peak MB", tok_h, mem_h);
+    if (b->rounds > 1) printf("  %s", range_h);
+    printf("\n");
     for (int i = 0; i < p->n; i++) {
         const BenchResult *r = &b->r[i];
         double gf = r->flops * r->tok_s / 1e9;
-        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f\n", p->scheme[i].name, r->tok_s, gf,
-               100 * gf / b->sgemm_gflops, r->peak_mb, r->tok_s / base_tok, r->peak_mb / base_mem);
+        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f", p->scheme[i].name, r->tok_s, gf,
+               100 * gf / b->sgemm_gflops, r->peak_mb, r->tok_ratio, r->peak_mb / base_mem);
+        if (b->rounds > 1) printf("  %.3f-%.3f", r->ratio_min, r->ratio_max);
+        printf("\n");
     }
 }
 
@@ -90,7 +98,12 @@ static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
     double gf = r->flops * r->tok_s / 1e9;
     jput(j, "\"tok_per_s\": %.1f, \"model_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"step_ms\": %.3f",
          r->tok_s, gf, gf / b->sgemm_gflops, r->peak_mb, r->step_ms);
-    if (p->n > 1) jput(j, ", \"tok_ratio\": %.4f, \"mem_ratio\": %.4f", r->tok_s / base->tok_s, r->peak_mb / base->peak_mb);
+    if (p->n > 1)
+        jput(j, ", \"tok_ratio\": %.4f, \"tok_ratio_min\": %.4f, \"tok_ratio_max\": %.4f, \"mem_ratio\": %.4f",
+             r->tok_ratio, r->ratio_min, r->ratio_max, r->peak_mb / base->peak_mb);
+    jput(j, ", \"round_tok_per_s\": [");
+    for (int k = 0; k < b->rounds; k++) jput(j, "%s%.1f", k ? ", " : "", r->round_tok_s[k]);
+    jput(j, "]");
     if (r->modelled) jput(j, ", \"route_read_bytes\": %.0f, \"route_write_bytes\": %.0f", r->bytes.read, r->bytes.write);
     if (!isnan(r->floor_ms))
         jput(j, ", \"extra_ms\": %.3f, \"floor_ms\": %.4f, \"extra_over_floor\": %.4f", r->extra_ms, r->floor_ms,

@@ -93,7 +93,7 @@ int cmd_bench(int argc, char **argv) {
         {"batch", FLAG_INT, &batch, "sequences per step (default 16)", 1, 1 << 20, 0},
         {"seq", FLAG_INT, &seq, "tokens per sequence (default 256)", 1, 1 << 20, 0},
         {"steps", FLAG_INT, &steps, "timed steps per run, after one warm-up (default 5)", 1, 1e6, 0},
-        {"repeat", FLAG_INT, &repeat, "interleaved rounds over the schemes (default 1)", 1, 1000, 0},
+        {"repeat", FLAG_INT, &repeat, "interleaved rounds over the schemes (default 1)", 1, BENCH_MAX_ROUNDS, 0},
         {"vocab", FLAG_INT, &vocab, "vocabulary size (default 8192)", 2, 1 << 24, 0},
         {"torch", FLAG_BOOL, &torch, "also time the PyTorch peers on the same shape", 0, 0, 0},
         {"scaling", FLAG_BOOL, &scaling, "run the scaling grid (presets and sequence lengths) into --out", 0, 0, 0},
