@@ -225,6 +225,15 @@ static void test_median(void) {
     CHECK(isnan(median(NULL, 0)), "median_empty", "not NaN");
     double nan_last[] = {NAN, 2, 1};
     CHECK(median(nan_last, 3) == 2 && isnan(nan_last[2]), "median_nan_sorts_last", "%g", nan_last[1]);
+    const double rounds[5] = {4, 1, 5, 2, 3};
+    Spread sp = spread(rounds, 5);
+    CHECK(sp.median == 3 && sp.min == 1 && sp.max == 5 && rounds[0] == 4 && rounds[1] == 1, "spread_keeps_order",
+          "%g %g %g, v[0] %g", sp.median, sp.min, sp.max, rounds[0]);
+    const double gap[3] = {NAN, 2, -1};
+    sp = spread(gap, 3);
+    CHECK(sp.min == -1 && sp.max == 2 && isnan(gap[0]), "spread_ignores_nan", "%g %g", sp.min, sp.max);
+    sp = spread(NULL, 0);
+    CHECK(isnan(sp.median) && isnan(sp.min) && isnan(sp.max), "spread_empty", "%g", sp.median);
 }
 
 static void test_subprocess(void) {

@@ -282,10 +282,9 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         }
     }
     if (!rc) {
+        const Spread s = spread(sg, K);
         out->rounds = K;
-        out->sgemm_min = out->sgemm_max = sg[0];
-        for (int k = 1; k < K; k++) out->sgemm_min = fmin(out->sgemm_min, sg[k]), out->sgemm_max = fmax(out->sgemm_max, sg[k]);
-        out->sgemm_gflops = median(sg, K);
+        out->sgemm_gflops = s.median, out->sgemm_min = s.min, out->sgemm_max = s.max;
         out->bw.read_gbs = median(rd, K);
         out->bw.rmw_gbs = median(rmw, K);
     }
@@ -296,17 +295,13 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         BenchResult *r = &out->r[i];
         const double *t = tok + i * K, *t_ref = tok + ref * K;
         memcpy(r->round_tok_s, t, sizeof(double) * K);
-        r->ratio_min = r->ratio_max = t[0] / t_ref[0];
-        for (int k = 0; k < K; k++) {
-            v[k] = t[k] / t_ref[k];
-            r->ratio_min = fmin(r->ratio_min, v[k]), r->ratio_max = fmax(r->ratio_max, v[k]);
-        }
-        r->tok_ratio = median(v, K);
+        for (int k = 0; k < K; k++) v[k] = t[k] / t_ref[k];
+        const Spread ratio = spread(v, K);
+        r->tok_ratio = ratio.median, r->ratio_min = ratio.min, r->ratio_max = ratio.max;
         for (int k = 0; k < K; k++) v[k] = 1e3 * p->batch * p->seq * (1 / t[k] - 1 / t_ref[k]);
         r->extra_ms = median(v, K);  // kept for the routed schemes against baseline only (bench_run)
         r->peak_mb = median(mem + i * K, K);
-        memcpy(v, t, sizeof(double) * K);  // median sorts: the reference's rows must stay in round order
-        r->tok_s = median(v, K);
+        r->tok_s = spread(t, K).median;  // not median(): the reference's rounds must stay in order
         r->step_ms = 1e3 * p->batch * p->seq / r->tok_s;
     }
     mhar_free(tok); mhar_free(mem); mhar_free(sg); mhar_free(v);

@@ -108,29 +108,25 @@ static void run_shape(const BenchShapesPlan *p, Shape *sh, const BenchScheme *sc
 
 static double mfu(const BenchSample *s, double sgemm) { return s->flops * s->tok_s / 1e9 / sgemm; }
 
-// The median, least and greatest sgemm probe over the shapes that ran (NAN if none).
-static void sgemm_range(const Shape *sh, int n, double out[3]) {
+// The sgemm probes of the shapes that ran (all NAN if none).
+static Spread sgemm_spread(const Shape *sh, int n) {
     double v[MAX_SHAPES];
     int m = 0;
     for (int i = 0; i < n; i++)
         if (sh[i].state == SHAPE_RUN) v[m++] = sh[i].sgemm;
-    out[0] = out[1] = out[2] = NAN;
-    if (!m) return;
-    out[0] = median(v, m), out[1] = out[2] = v[0];
-    for (int i = 1; i < m; i++) out[1] = fmin(out[1], v[i]), out[2] = fmax(out[2], v[i]);
+    return spread(v, m);
 }
 
 static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double seconds) {
     size_t cap = 65536, len = 0;
     char *md = malloc(cap);
     if (!md) return NULL;
-    double sg[3];
-    sgemm_range(sh, n, sg);
+    const Spread sg = sgemm_spread(sh, n);
 #define MD(...) (len += (size_t)snprintf(md + len, len < cap ? cap - len : 0, __VA_ARGS__))
     MD("# mhar bench --scaling\n\nbaseline and mhar (H = %d), vocab %d, fp32, median of the timed steps after one "
        "warm-up; mfu against this machine's sgemm rate (2048³) probed just before each shape (median %.1f "
        "GFLOP/s, range %.1f-%.1f). The whole grid took %.0f s.\n\n",
-       p->heads, p->vocab, sg[0], sg[1], sg[2], seconds);
+       p->heads, p->vocab, sg.median, sg.min, sg.max, seconds);
     MD("| sweep | preset | params (M) | B | T | steps (baseline/mhar) | baseline tok/s | mhar tok/s | mhar/baseline tok/s | "
        "baseline mfu | mhar mfu | baseline peak MB | mhar peak MB | mhar/baseline memory |\n");
     MD("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -164,12 +160,11 @@ static cJSON *sample_json(const BenchSample *s, double sgemm) {
 static int write_json(const char *path, const Shape *sh, int n, const BenchShapesPlan *p, double seconds, double ram,
                       double cap) {
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "shapes");
-    double sg[3];
-    sgemm_range(sh, n, sg);
-    if (!isnan(sg[0])) {  // cJSON would write a NaN as null
-        cJSON_AddNumberToObject(root, "sgemm_gflops", sg[0]);
-        cJSON_AddNumberToObject(root, "sgemm_gflops_min", sg[1]);
-        cJSON_AddNumberToObject(root, "sgemm_gflops_max", sg[2]);
+    const Spread sg = sgemm_spread(sh, n);
+    if (!isnan(sg.median)) {  // cJSON would write a NaN as null
+        cJSON_AddNumberToObject(root, "sgemm_gflops", sg.median);
+        cJSON_AddNumberToObject(root, "sgemm_gflops_min", sg.min);
+        cJSON_AddNumberToObject(root, "sgemm_gflops_max", sg.max);
     }
     cJSON_AddNumberToObject(root, "heads", p->heads);
     cJSON_AddNumberToObject(root, "vocab", p->vocab);
