@@ -35,9 +35,9 @@ $(error Open MPI's mpicc is missing: run ./setup.sh (Debian packages libopenmpi-
 endif
 endif
 
-# The routing forward is written for fused multiply-adds (see its header);
-# C11 mode forbids contracting a·b + c unless asked.
-%/kernels/cpu/route_forward.o: CFLAGS += -ffp-contract=fast
+# The routing kernels are written for fused multiply-adds (see their
+# headers); C11 mode forbids contracting a·b + c unless asked.
+%/kernels/cpu/route_forward.o %/kernels/cpu/route_backward.o: CFLAGS += -ffp-contract=fast
 
 # The commit the binary is built from, for run provenance (mhar sweep):
 # regenerated on every make, rewritten only when it changes.

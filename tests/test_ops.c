@@ -1465,6 +1465,11 @@ static const TestCase CASES[] = {
     {&ROUTE, {3, 37, 60, 4}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
     {&ROUTE, {5, 11, 18, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE, {17, 1, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    // the backward reduces eight heads at once: two groups (H 16), and a
+    // group with four heads left over (H 12, width 8)
+    {&ROUTE, {17, 37, 256, 16}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {5, 37, 96, 12}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE_SET, {5, 37, 96, 12}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
     // more sources than one online-softmax chunk (32): the chunk rescaling and
     // the backward walk that finishes the earlier chunks' weights
     {&ROUTE, {70, 9, 64, 4}, ROUTE_RISING, 5e-5, WHY_ROUTE},
