@@ -144,3 +144,46 @@ if [ -n "$l1" ] && [ "$l1" = "$l2" ] && grep -q '"attnres_mode": "delta_mh"' "$W
 else fail train_init_from_converted "first losses '$l1' vs '$l2'"; fi
 expect_error init_from_with_preset "cannot be combined with --init-from" \
     $M train --out "$W/x6" --init-from "$W/conv" --preset micro $common
+
+# The converted model's routing statistics (routing.jsonl, mhar inspect): 12
+# sites (no final read), sources 2, 3, 4 by block (3 blocks of 2 layers),
+# w_null for source 0 and each site's gate res_alpha. At a learning rate
+# of 1e-12 nothing moves from the identity init (queries 0, gates 0), so
+# every read is uniform: entropy ln n and w_null 1/n, exactly as printed;
+# trained at 3e-3, the gates leave 0 and routing.jsonl's res_alpha are the
+# saved model's.
+$M train --out "$W/stats0" --init-from "$W/conv" $common --steps 1 --eval-every 1 --lr 1e-12 --warmup 0 2>/dev/null
+$M train --out "$W/stats1" --init-from "$W/conv" $common --steps 6 --eval-every 3 --lr 3e-3 --warmup 0 2>/dev/null
+if msg=$(python3 - "$W/stats0/routing.jsonl" "$W/stats1/routing.jsonl" "$W/stats1/model.safetensors" <<'PY'
+import array, json, math, struct, sys
+rec0 = [json.loads(l) for l in open(sys.argv[1])]
+rec1 = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["step"] for r in rec0] == [1] and [r["step"] for r in rec1] == [3, 6], "steps"
+names = [f"layers.{i // 2}.{'mlp' if i % 2 else 'attn'}" for i in range(12)]
+for r in rec0 + rec1:
+    assert r["heads"] == 4 and [s["site"] for s in r["sites"]] == names, "sites"
+    assert [s["n_sources"] for s in r["sites"]] == [2] * 4 + [3] * 4 + [4] * 4, "sources"
+    for s in r["sites"]:
+        assert "w_emb" not in s and len(s["w_null"]) == 4 and len(s["entropy"]) == 4, s
+for s in rec0[0]["sites"]:
+    n = s["n_sources"]
+    assert all(abs(e - math.log(n)) <= 6e-6 for e in s["entropy"]), ("entropy", s)
+    assert all(abs(w - 1 / n) <= 6e-6 for w in s["w_null"] + s["w_last"]), ("weights", s)
+    assert abs(s["res_alpha"]) < 1e-9, ("gate", s)
+b = open(sys.argv[3], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+saved = {k: array.array("f", b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])[0]
+         for k, v in h.items() if k.endswith("_res_alpha")}
+last = rec1[-1]["sites"]
+for i, s in enumerate(last):
+    a = saved[f"model.{s['site']}_res_alpha"]
+    assert a != 0 and abs(s["res_alpha"] - a) <= 1e-5 * abs(a), (s["site"], s["res_alpha"], a)
+print(f"gates at step 6 {[round(s['res_alpha'], 5) for s in last[:3]]}...")
+PY
+); then pass "delta_mh_routing_stats ($msg)"; else fail delta_mh_routing_stats "$msg"; fi
+table=$($M inspect --run "$W/stats1" 2>&1)
+if grep -q "mean weight on the null source" <<<"$table" && grep -q "gate res_alpha" <<<"$table" && \
+   grep -Eq "^layers.5.mlp +-?[0-9]+\.[0-9]{5}$" <<<"$table" && ! grep -q "^final" <<<"$table"; then
+    pass inspect_delta_mh
+else fail inspect_delta_mh "$table"; fi

@@ -359,6 +359,8 @@ static void test_run_refused(void) {
     expect_refused("probe_run_refuses_baseline", &o, "full depth routing (attnres or mhar) and this scheme does not route");
     o.run = make_run("blk", "block", 2, 2, 1);
     expect_refused("probe_run_refuses_block", &o, "not yet block routing's summaries");
+    o.run = make_run("dmh", "delta_mh", 2, 2, 1);
+    expect_refused("probe_run_refuses_delta_mh", &o, "not yet a converted model's gated reads");
     o.run = make_run("att3", "attnres", 1, 0, 1);
     o.slices = 3;
     expect_refused("probe_run_slices_must_divide", &o, "--slices 3 does not divide the width d = 64");

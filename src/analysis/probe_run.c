@@ -90,8 +90,9 @@ static int load_model(Probe *p, const ProbeOptions *o) {
         char names[256];
         return mhar_fail("%s: attnres_mode is '%s'; the probe reads full depth routing (%s) %s", o->run, s->name,
                          probe_scheme_names(names, sizeof names, " or "),
-                         s->route_weights && s->needs_blocks ? "and not yet block routing's summaries"
-                                                             : "and this scheme does not route");
+                         !s->route_weights ? "and this scheme does not route"
+                         : s->from_scratch ? "and not yet block routing's summaries"
+                                           : "and not yet a converted model's gated reads");
     }
     int H = p->m.cfg.attnres_num_heads;
     p->width = H == 1;

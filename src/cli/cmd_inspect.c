@@ -1,5 +1,6 @@
 // mhar inspect: what a routed model learned to read, from DIR/routing.jsonl.
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,11 @@ static const char *usage =
     "usage: mhar inspect --run DIR [--step S]\n\n"
     "Prints the model (family, residual scheme, shape, RoPE) from DIR/config.json,\n"
     "then, for each routing site (rows) and routing head (columns), the mean\n"
-    "entropy of the routing weights over the sources, the mean weight on the\n"
-    "embedding and on the most recent source, measured at an evaluation\n"
-    "(default: the last one). Written by mhar train for the schemes that save\n"
-    "routing weights.";
+    "entropy of the routing weights over the sources, the mean weight on\n"
+    "source 0 (the embedding; delta_mh: the null source) and on the most\n"
+    "recent source, and for delta_mh each site's gate res_alpha, measured at\n"
+    "an evaluation (default: the last one). Written by mhar train for the\n"
+    "schemes that save routing weights.";
 
 static void print_table(const cJSON *sites, const char *key, const char *title, int H) {
     printf("\n%s\n%-16s %5s", title, "site", "srcs");
@@ -88,8 +90,19 @@ int cmd_inspect(int argc, char **argv) {
     printf("routing of %s at step %.0f (%d head%s)\n", run, cJSON_GetObjectItem(j, "step")->valuedouble, H,
            H == 1 ? "" : "s");
     print_table(sites, "entropy", "entropy of the routing weights (nats; uniform over n sources = ln n)", H);
-    print_table(sites, "w_emb", "mean weight on the embedding (source 0)", H);
+    const cJSON *site0 = cJSON_GetArrayItem(sites, 0);
+    if (cJSON_GetObjectItem(site0, "w_null")) print_table(sites, "w_null", "mean weight on the null source (source 0)", H);
+    else print_table(sites, "w_emb", "mean weight on the embedding (source 0)", H);
     print_table(sites, "w_last", "mean weight on the most recent source", H);
+    if (cJSON_GetObjectItem(site0, "res_alpha")) {
+        printf("\ngate res_alpha of each site (0: the read adds nothing to the stream)\n");
+        const cJSON *site;
+        cJSON_ArrayForEach(site, sites) {
+            const cJSON *name = cJSON_GetObjectItem(site, "site"), *a = cJSON_GetObjectItem(site, "res_alpha");
+            printf("%-16s %9.5f\n", cJSON_IsString(name) ? name->valuestring : "?",
+                   cJSON_IsNumber(a) ? a->valuedouble : NAN);
+        }
+    }
     cJSON_Delete(j);
     return 0;
 }

@@ -209,8 +209,20 @@ static void delta_write_backward(Residual *r, int s) {
     else vec_acc2(r->ctx, dout, st->dr, row(st, st->dsrc, ROW_D1 + b), nd);
 }
 
-// No route_weights: the statistics and probes read source 0 as the
-// embedding and expect a final site; here source 0 is z_s and h = r.
+// The statistics (routing.jsonl) see 2L sites, no final read, with source 0
+// the null source z_s, and each site's gate a_s.
+static const float *delta_route_weights(const Residual *r, int s, int *n_src) {
+    const DeltaState *st = r->priv;
+    if (s >= 2 * r->cfg->num_hidden_layers) return NULL;
+    *n_src = sources_of(st, s).n;
+    return st->w[s];
+}
+
+static float delta_route_gate(const Residual *r, int s) {
+    const DeltaState *st = r->priv;
+    return r->params[st->site[s].a];
+}
+
 const ResidualScheme residual_delta_mh = {
     .name = "delta_mh",
     .summary = "identity-preserving conversion of a baseline (mhar convert)",
@@ -220,6 +232,9 @@ const ResidualScheme residual_delta_mh = {
     .from_scratch = 0,
     .add_params = delta_add_params,
     .init_params = residual_init_route_queries,
+    .route_weights = delta_route_weights,
+    .source0 = "null",
+    .route_gate = delta_route_gate,
     .act_floats = delta_act_floats,
     .bind = delta_bind,
     .read = delta_read,

@@ -62,8 +62,14 @@ typedef struct {
     // dsources row instead of adding to it: the model then skips zeroing them.
     int sets_source_grads;
     // Routing schemes only (NULL otherwise): the softmax weights the last
-    // forward pass used at site s, [n_src, n_tok, H], and their count.
+    // forward pass used at site s, [n_src, n_tok, H], and their count; for
+    // s = 2L the final read, NULL where the scheme has none.
     const float *(*route_weights)(const Residual *r, int s, int *n_src);
+    // What source 0 of a routed read is, named in the statistics (w_<name>):
+    // NULL means "emb", the embedding.
+    const char *source0;
+    // Gated routing only (NULL otherwise): site s's scalar gate.
+    float (*route_gate)(const Residual *r, int s);
     // Free what bind allocated (r->priv); NULL when bind allocates nothing.
     void (*release)(Residual *r);
     // Its kernels' memory traffic per training step (RouteBytes above; the

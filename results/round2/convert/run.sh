@@ -7,7 +7,9 @@
 #   (b) converted: mhar convert --run BASE --route-heads 8 --route-blocks 3,
 #                  then mhar train --init-from CONVERTED
 #   results/round2/convert/run.sh MHAR BASE_DIR LR OUT [SEEDS]
-# MHAR: the binary (the round's frozen one); LR: baseline's best lr from
+# MHAR: the binary, for both arms: one that records delta_mh's routing
+# statistics and gates in routing.jsonl (commit after b00d364; the round's
+# frozen a33a03a does not); LR: baseline's best lr from
 # experiment 1; OUT: where the runs go (a sweep-like folder, OUT/runs/*).
 # Resumable: a finished run is skipped, an interrupted one resumed.
 # STEPS (default 3000) shortens the continued runs, for a smoke test only.
@@ -24,7 +26,7 @@ train() { # run-dir, extra args...
     if [ -f "$dir/checkpoint/state.json" ]; then "$mhar" train --out "$dir" --resume; return; fi
     "$mhar" train --out "$dir" "$@" "${common[@]}"
 }
-mkdir -p "$out/runs"
+mkdir -p "$out/runs" "$out/converted"
 for s in $seeds; do
     base=$base_dir/nano-baseline-lr$lr-s$s
     [ -f "$base/model.safetensors" ] || { echo "run.sh: $base: no model.safetensors" >&2; exit 1; }
