@@ -45,14 +45,14 @@ static void write_row(FILE *f, const char *key, const double *v, int H, double t
 
 void route_stats_write(const RouteStats *st, FILE *f, long step, int n_layers) {
     if (!st->n_sites || st->tokens == 0) return;
+    char w0[24]; // the key of source 0's weight
+    snprintf(w0, sizeof w0, "w_%s", st->source0);
     fprintf(f, "{\"step\": %ld, \"heads\": %d, \"sites\": [", step, st->H);
     for (int s = 0; s < st->n_sites; s++) {
         char name[48];
         if (s == 2 * n_layers) snprintf(name, sizeof name, "final");
         else snprintf(name, sizeof name, "layers.%d.%s", s / 2, s % 2 ? "mlp" : "attn");
         fprintf(f, "%s{\"site\": \"%s\", \"n_sources\": %d", s ? ", " : "", name, st->n_src[s]);
-        char w0[24];
-        snprintf(w0, sizeof w0, "w_%s", st->source0);
         write_row(f, "entropy", st->entropy + s * st->H, st->H, st->tokens);
         write_row(f, w0, st->w_first + s * st->H, st->H, st->tokens);
         write_row(f, "w_last", st->w_last + s * st->H, st->H, st->tokens);

@@ -11,13 +11,15 @@ static inline const float *row(RouteSources S, int n) {
 }
 
 // Per head: entropy, weight on source 0 and on the last source, summed over
-// tokens (reduction order fixed by the static schedule and thread count).
+// tokens in token order. Threads split the heads, not the tokens: libgomp
+// combines an OpenMP reduction's partials in the order threads finish, so
+// on a loaded machine a token split gave different bits run to run.
 void route_weight_stats(OpsContext *ctx, double *entropy, double *first, double *last, const float *w,
                         int n_src, int n_tok, int H) {
     (void)ctx;
+#pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
         double ent = 0, f = 0, l = 0;
-#pragma omp parallel for reduction(+ : ent, f, l) schedule(static)
         for (int t = 0; t < n_tok; t++) {
             for (int k = 0; k < n_src; k++) {
                 double p = w[((size_t)k * n_tok + t) * H + h];
