@@ -184,6 +184,39 @@ if [ $rc -eq 0 ] && grep -q "PyTorch comparison failed: .*none.py not found" "$W
     pass bench_torch_missing_helper
 else fail bench_torch_missing_helper "rc=$rc: $(cat "$W/torch.err") $out"; fi
 
+# ---- --kernel route: the route kernels alone ------------------------------------------------------
+# Structure and arithmetic only: the traffic equals route_bytes_site's (README's
+# per-site formula), floor = bytes at the run's bandwidths, the ratio = ms/floor,
+# each median inside its range, the table's rows the JSON's.
+$M bench --kernel route --preset nano --batch 2 --seq 32 --steps 3 >"$W/kern.out" 2>"$W/kern.err"; rc=$?
+if [ $rc -eq 0 ] && python3 - "$W/kern.out" <<'EOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+j = json.loads(lines[-1])
+n, d, H, P = 2 * 32, 128, 8, 2 * 6 + 1          # nano: L 6, d 128; --route-heads default 8
+assert (j["kernel"], j["tokens"], j["d"], j["heads"], j["sources"]) == ("route", n, d, H, P), j
+assert j["cache_tile"] % 8 == 0 and 8 <= j["cache_tile"] <= n, j["cache_tile"]
+row, w = n * d, P * n * H
+want = {"forward": (4 * P * row, 8 * (row + w)), "backward": (4 * (P * row + w + row), 8 * P * row)}
+table = {tuple(l.split()[:2]): l.split() for l in lines if l.split()[:1] in (["forward"], ["backward"])}
+assert len(table) == 4, table
+for pas in ("forward", "backward"):
+    for where in ("memory", "cache"):
+        r = j[f"{pas}_{where}"]
+        assert (r["read_bytes"], r["write_bytes"]) == want[pas], (pas, r, want[pas])
+        floor = 1e3 * (r["read_bytes"] / (j["read_gbs"] * 1e9) + r["write_bytes"] / (j["rmw_gbs"] * 1e9))
+        assert abs(r["floor_ms"] - floor) <= 1e-3 * floor + 1e-4, (pas, where, r["floor_ms"], floor)
+        assert abs(r["over_floor"] - r["ms"] / r["floor_ms"]) <= 1e-3 * r["over_floor"], r
+        assert 0 < r["ms_min"] <= r["ms"] <= r["ms_max"], r
+        t = table[(pas, where)]
+        assert abs(float(t[2]) - r["ms"]) <= 0.006 and abs(float(t[-1]) - r["over_floor"]) <= 0.006, (t, r)
+EOF
+then pass bench_kernel_route
+else fail bench_kernel_route "rc=$rc: $(head -c 1500 "$W/kern.out" "$W/kern.err")"; fi
+expect_error bench_kernel_unknown "--kernel 'gemm': unknown kernel \(route\)" $M bench --kernel gemm
+expect_error bench_kernel_residual "--residual does not apply to --kernel" $M bench --kernel route --residual mhar
+expect_error bench_kernel_heads "--route-heads 3 does not divide the preset's width 128" $M bench --kernel route --preset nano --route-heads 3
+
 # ---- refusals ----------------------------------------------------------------------------------
 expect_error bench_unknown_in_list "unknown residual scheme 'nope'.*baseline, hc" $M bench $TINY --residual baseline,nope
 expect_error bench_empty_in_list "empty name" $M bench $TINY --residual baseline,,mhar

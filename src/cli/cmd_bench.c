@@ -13,7 +13,8 @@
 
 static const char *usage =
     "usage: mhar bench [--preset P] [--residual R|R1,R2,...|all] [--batch B --seq T --steps N --repeat K] [--torch]\n"
-    "       mhar bench --scaling --out DIR [--preset P] [--max-preset P] [--max-seq T] [--max-memory GB] [--steps N]\n\n"
+    "       mhar bench --scaling --out DIR [--preset P] [--max-preset P] [--max-seq T] [--max-memory GB] [--steps N]\n"
+    "       mhar bench --kernel route [--preset P] [--route-heads H] [--batch B --seq T --steps N]\n\n"
     "Times full training steps (forward, backward, AdamW) on random tokens and\n"
     "reports the median step. model FLOPs = 6·params + 12·L·nh·hd·T per token;\n"
     "mfu = model FLOP/s / the sgemm rate measured here (2048³, median of 5).\n"
@@ -35,6 +36,11 @@ static const char *usage =
     "shapes estimated above --max-memory GB (default 90% of RAM) are skipped.\n"
     "Writes DIR/scaling.md, DIR/scaling.json and gnuplot PNGs of tokens/s, mfu,\n"
     "peak memory and the mhar/baseline ratio.\n\n"
+    "--kernel route: route_forward and route_backward alone on the preset's\n"
+    "final read (2L+1 sources, B·T tokens, H heads), median of --steps calls:\n"
+    "from memory (one call over all tokens, as the model calls them) and from\n"
+    "cache (as many tokens, as calls over one tile that fits in L2), each\n"
+    "against the floor of its traffic at the bandwidths measured in the run.\n\n"
     "Under mpirun -np N (one scheme): the scaling of data-parallel training:\n"
     "tokens/s of N ranks x T threads (OMP_NUM_THREADS) against 1 rank x N·T\n"
     "threads on the same global batch (N x --batch), the communication time\n"
@@ -81,10 +87,21 @@ static int run_scaling(const BenchShapesPlan *sp) {
     return 0;
 }
 
+static int run_kernel(const BenchKernelPlan *kp) {
+    static BenchKernelRun k;
+    if (bench_kernel_route(kp, &k)) {
+        fprintf(stderr, "error: %s\n", mhar_error());
+        return 1;
+    }
+    bench_kernel_print(kp, &k);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *preset = "micro", *residual = "baseline", *out = NULL, *max_preset = "1b";
     int batch = 16, seq = 256, steps = 5, vocab = 8192, heads = 8, blocks = 4, repeat = 1, torch = 0, scaling = 0;
     int max_seq = 2048;
+    const char *kernel = NULL;
     double max_gb = 0;
     Flag flags[] = {
         {"preset", FLAG_STR, &preset, "model preset (default micro; with --scaling, the model of the T sweep)", 0, 0, 0},
@@ -97,6 +114,7 @@ int cmd_bench(int argc, char **argv) {
         {"repeat", FLAG_INT, &repeat, "interleaved rounds over the schemes (default 1)", 1, BENCH_MAX_ROUNDS, 0},
         {"vocab", FLAG_INT, &vocab, "vocabulary size (default 8192)", 2, 1 << 24, 0},
         {"torch", FLAG_BOOL, &torch, "also time the PyTorch peers on the same shape", 0, 0, 0},
+        {"kernel", FLAG_STR, &kernel, "time one kernel alone: route (forward and backward)", 0, 0, 0},
         {"scaling", FLAG_BOOL, &scaling, "run the scaling grid (presets and sequence lengths) into --out", 0, 0, 0},
         {"out", FLAG_STR, &out, "directory of the --scaling table and plots", 0, 0, 0},
         {"max-preset", FLAG_STR, &max_preset, "largest preset of the --scaling grid (default 1b)", 0, 0, 0},
@@ -107,6 +125,20 @@ int cmd_bench(int argc, char **argv) {
     const int nf = sizeof flags / sizeof flags[0];
     int r = args_parse(argc, argv, flags, nf, usage);
     if (r) return r > 0 ? 0 : 2;
+    if (kernel) {
+        const char *not_here[] = {"residual", "repeat", "torch", "route-blocks", "vocab", "scaling", "out",
+                                  "max-preset", "max-seq", "max-memory"};
+        for (size_t i = 0; i < sizeof not_here / sizeof not_here[0]; i++)
+            if (args_flag(flags, nf, not_here[i])->given) {
+                fprintf(stderr, "error: --%s does not apply to --kernel\n", not_here[i]);
+                return 2;
+            }
+        if (strcmp(kernel, "route") != 0) {
+            fprintf(stderr, "error: --kernel '%s': unknown kernel (route)\n", kernel);
+            return 2;
+        }
+        return run_kernel(&(BenchKernelPlan){preset, batch, seq, steps, heads});
+    }
     if (scaling) {
         const char *only[] = {"residual", "batch", "seq", "repeat", "torch", "route-blocks"};
         for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)
