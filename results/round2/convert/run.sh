@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Experiment 4 of PLAN.md: mid-training conversion. For each seed s, from the
-# final weights of the 6000-step baseline run BASE_DIR/nano-baseline-lr$LR-s$s
+# final weights of the 6000-step baseline run BASE_DIR/nano-baseline-s$s (the name
+# mhar sweep gives it: grid-6k-lr0.002.json has one lr, so no lr suffix)
 # (experiment 1's best-lr phase), 3000 more steps twice with the same seed
 # (the same data order) and the same re-warmed schedule:
 #   (a) baseline:  mhar train --init-from BASE
@@ -28,7 +29,7 @@ train() { # run-dir, extra args...
 }
 mkdir -p "$out/runs" "$out/converted"
 for s in $seeds; do
-    base=$base_dir/nano-baseline-lr$lr-s$s
+    base=$base_dir/nano-baseline-s$s
     [ -f "$base/model.safetensors" ] || { echo "run.sh: $base: no model.safetensors" >&2; exit 1; }
     conv=$out/converted/nano-delta-mh-h8-n3-s$s
     [ -f "$conv/model.safetensors" ] || "$mhar" convert --run "$base" --out "$conv" --route-heads 8 --route-blocks 3
