@@ -19,6 +19,7 @@
 
 #include "../kernels/ops.h"
 #include "../model/config.h"
+#include "../residual/residual.h"
 #include "../util/median.h"
 
 #define KERNEL_MAX_STEPS 1024
@@ -76,10 +77,9 @@ int bench_kernel_route(const BenchKernelPlan *p, BenchKernelRun *out) {
     const float *q = qg, *g = qg + d;
     float *dq = qg + 2 * d, *dg = qg + 3 * d;
     const float eps = 1e-6f;
-    RouteBytes fwd = {0, 0}, bwd = {0, 0};
-    const double wf = (double)N * n * H;
-    route_bytes_add(&fwd, (double)N * row, row + wf);          // as route_bytes_site counts the two passes
-    route_bytes_add(&bwd, (double)N * row + wf + row, (double)N * row);
+    RouteBytes fwd = {0, 0}, bwd = {0, 0};  // as the model's floor counts them (route_bytes_site)
+    route_bytes_forward(&fwd, N, n, d, H);
+    route_bytes_backward(&bwd, N, n, d, H);
     double t[KERNEL_MAX_STEPS];
     for (int reg = 0; reg < 2 && !rc; reg++) {           // 0: memory, 1: cache
         const int tile = reg ? out->tile : n, calls = (n + tile - 1) / tile;

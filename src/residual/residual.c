@@ -75,10 +75,19 @@ void route_bytes_add(RouteBytes *b, double read, double write) {
 // n, H]. route_backward's first pass reads the rows, w and dx; its second
 // re-reads a token's rows from L1/L2 (n_src·d floats) while it updates, or
 // for the first site to touch them writes, the n_src source-gradient rows.
-void route_bytes_site(RouteBytes *b, int n_src, int n_tok, int d, int H) {
+void route_bytes_forward(RouteBytes *b, int n_src, int n_tok, int d, int H) {
     const double row = (double)n_tok * d, w = (double)n_src * n_tok * H;
-    route_bytes_add(b, n_src * row, row + w);               // forward
-    route_bytes_add(b, n_src * row + w + row, n_src * row); // backward
+    route_bytes_add(b, n_src * row, row + w);
+}
+
+void route_bytes_backward(RouteBytes *b, int n_src, int n_tok, int d, int H) {
+    const double row = (double)n_tok * d, w = (double)n_src * n_tok * H;
+    route_bytes_add(b, n_src * row + w + row, n_src * row);
+}
+
+void route_bytes_site(RouteBytes *b, int n_src, int n_tok, int d, int H) {
+    route_bytes_forward(b, n_src, n_tok, d, H);
+    route_bytes_backward(b, n_src, n_tok, d, H);
 }
 
 void residual_free_priv(Residual *r) { mhar_free(r->priv); }

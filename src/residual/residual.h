@@ -123,6 +123,9 @@ void route_bytes_add(RouteBytes *b, double read, double write);
 // Add one routing site over n_src sources, forward and backward
 // (route_forward, then route_backward or route_backward_set).
 void route_bytes_site(RouteBytes *b, int n_src, int n_tok, int d, int H);
+// Its two halves: route_forward's traffic, and route_backward's.
+void route_bytes_forward(RouteBytes *b, int n_src, int n_tok, int d, int H);
+void route_bytes_backward(RouteBytes *b, int n_src, int n_tok, int d, int H);
 
 // Release the scheme's bound state (scheme->release, if any).
 void residual_release(Residual *r);
