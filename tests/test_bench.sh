@@ -25,6 +25,18 @@ rc=$?
 if [ $rc -eq 0 ] && grep -Eq '^machine: sgemm [0-9.]+ GFLOP/s .*memory read [0-9.]+ GB/s, read-modify-write [0-9.]+ GB/s' \
      "$W/list.out"; then pass bench_list_machine_line
 else fail bench_list_machine_line "rc=$rc: $(head -c 600 "$W/list.out" "$W/list.err")"; fi
+# The math library's line: which OpenBLAS kernels ran. On a processor with
+# AVX2 and FMA they are never a pre-AVX2 set when the user left
+# OPENBLAS_CORETYPE unset: mhar starts again with one the processor runs
+# (OpenBLAS 0.3.21 takes an Emerald Rapids for a Prescott).
+blas=$(grep -m1 '^blas: ' "$W/list.out")
+if [[ "$blas" =~ ^blas:\ OpenBLAS\ [0-9.]+,\ [A-Za-z0-9]+\ kernels ]]; then pass bench_blas_line
+else fail bench_blas_line "got '$blas'"; fi
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    blas=$(env -u OPENBLAS_CORETYPE -u MHAR_BLAS_FALLBACK $M bench $TINY --residual baseline 2>&1 | grep -m1 '^blas: ')
+    if [[ "$blas" =~ \ (Haswell|Zen|SkylakeX|Cooperlake|SapphireRapids)\ kernels ]]; then pass bench_blas_fma_kernels
+    else fail bench_blas_fma_kernels "AVX2+FMA processor, OPENBLAS_CORETYPE unset: got '$blas'"; fi
+fi
 # JSON consistency, and the printed floor table against the JSON, in one place.
 python3 - "$W/list.out" <<'EOF'
 import json, math, sys

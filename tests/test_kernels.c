@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/ops.h"
 #include "util/common.h"
 
@@ -253,7 +254,28 @@ static void test_vec_add_alias(size_t n) {
     free(a); free(b); free(o); free(alias);
 }
 
+// ops_process_start's decision: start again only when OpenBLAS picked a
+// set below AVX2/FMA on a processor that has them; its own modern choice
+// (Zen on an AVX-512 Zen 4 included) and any processor without FMA stand.
+static void test_blas_core(void) {
+    static const struct { const char *chosen; int fma, avx512; const char *want; } c[] = {
+        {"Prescott", 1, 1, "SkylakeX"},   {"Prescott", 1, 0, "Haswell"}, {"Nehalem", 1, 0, "Haswell"},
+        {"Sandybridge", 1, 1, "SkylakeX"}, {"Prescott", 0, 0, NULL},     {"Haswell", 1, 1, NULL},
+        {"Zen", 1, 1, NULL},              {"SkylakeX", 1, 1, NULL},     {"cooperlake", 1, 1, NULL},
+        {"SapphireRapids", 1, 1, NULL},   {NULL, 1, 1, NULL},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const char *got = blas_core_wanted(c[i].chosen, c[i].fma, c[i].avx512);
+        char name[96];
+        snprintf(name, sizeof name, "blas_core_%s_fma%d_avx512_%d", c[i].chosen ? c[i].chosen : "null", c[i].fma,
+                 c[i].avx512);
+        CHECK(c[i].want ? got && !strcmp(got, c[i].want) : !got, name, "want %s, got %s",
+              c[i].want ? c[i].want : "none", got ? got : "none");
+    }
+}
+
 int main(void) {
+    test_blas_core();
     ctx = ops_open();
     if (!ctx) return 1;
     rng_seed(&rng, 1234);

@@ -134,6 +134,10 @@ if [ "$(sha256sum "$R1/model.safetensors" | cut -c1-64)" = "$sum1" ] && \
    [ "$(sha256sum "$R1/metrics.jsonl" | cut -c1-64)" = "$mt1" ] && [ "$(starts "$R1")" = "1 0" ] && \
    [ "$(grep -c '^==== sweep' "$R1/train.log")" = 1 ]; then pass sweep_finished_run_not_rerun
 else fail sweep_finished_run_not_rerun "run 1 changed or restarted: starts $(starts "$R1")"; fi
+# Each start names the OpenBLAS kernels it ran with: they round differently.
+blas=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['starts'][-1].get('blas', ''))" "$R2/run.json")
+if [[ "$blas" =~ ^OpenBLAS\ [0-9.]+,\ [A-Za-z0-9]+\ kernels ]]; then pass sweep_start_records_blas
+else fail sweep_start_records_blas "starts[-1].blas = '$blas'"; fi
 s2=$(starts "$R2")
 if [ "${s2%% *}" = 2 ] && [ "${s2##* }" -gt 0 ] && grep -q "resuming" "$R2/train.log"; then pass sweep_interrupted_run_resumed
 else fail sweep_interrupted_run_resumed "starts/from_step: $s2"; fi

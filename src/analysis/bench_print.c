@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernels/ops.h"
 #include "../residual/residual.h"
 
 // A growing JSON text (the last line).
@@ -31,6 +32,7 @@ static void jstr(Json *j, const char *s) {
 
 static void print_table(const BenchPlan *p, const BenchRun *b) {
     const double base_mem = b->r[b->base >= 0 ? b->base : 0].peak_mb;
+    printf("blas: %s\n", ops_library_name());
     printf("machine: sgemm %.1f GFLOP/s (2048³; median of %d rounds, range %.1f-%.1f); memory read %.1f GB/s, "
            "read-modify-write %.1f GB/s (%.0f MiB arrays; median of %d rounds)\n", b->sgemm_gflops, b->rounds,
            b->sgemm_min, b->sgemm_max, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib, b->rounds);
@@ -117,7 +119,9 @@ static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
 static void print_json(const BenchPlan *p, const BenchRun *b) {
     static Json j;
     j.len = 0;
-    jput(&j, "{\"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"vocab\": %d, \"sgemm_gflops\": %.2f, "
+    jput(&j, "{\"blas\": ");
+    jstr(&j, ops_library_name());
+    jput(&j, ", \"preset\": \"%s\", \"batch\": %d, \"seq\": %d, \"vocab\": %d, \"sgemm_gflops\": %.2f, "
              "\"read_gbs\": %.3f, \"rmw_gbs\": %.3f, \"bandwidth_array_mib\": %.1f, \"llc_mb\": %.1f, "
              "\"sources_mb\": %.2f, \"probe_rounds\": %d, \"sgemm_gflops_min\": %.2f, \"sgemm_gflops_max\": %.2f, ",
          p->preset, p->batch, p->seq, p->vocab, b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib,

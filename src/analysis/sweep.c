@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "../io/atomic.h"
+#include "../kernels/ops.h"
 #include "../util/common.h"
 #include "grid.h"
 #include "metrics.h"
@@ -168,6 +169,7 @@ static int record_start(const Sweep *sw, const Job *j, long from_step) {
     cJSON_AddBoolToObject(s, "dirty", sw->dirty);
     cJSON_AddNumberToObject(s, "from_step", from_step < 0 ? 0 : from_step);
     cJSON_AddNumberToObject(s, "threads", sw->threads);
+    cJSON_AddStringToObject(s, "blas", ops_library_name());   // kernels differ in rounding: part of provenance
     cJSON_AddItemToArray(starts, s);
     int rc = write_json(path, rec);
     cJSON_Delete(rec);
@@ -249,6 +251,7 @@ static int write_sweep_json(const Sweep *sw, const Job *jobs, int n, int jobs_n,
         cJSON_AddBoolToObject(me, "dirty", sw->dirty);
         cJSON_AddNumberToObject(me, "jobs", jobs_n);
         cJSON_AddNumberToObject(me, "threads", sw->threads);
+        cJSON_AddStringToObject(me, "blas", ops_library_name());
         cJSON_AddItemToArray(inv, me);
     }
     cJSON_AddItemToObject(j, "invocations", inv);

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "dist/comm.h"
+#include "kernels/ops.h"
 #include "util/common.h"
 
 static const struct { const char *name; int (*run)(int, char **); const char *help; } commands[] = {
@@ -31,6 +32,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    ops_process_start(argv);   // may start this program again, with the math library set up
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -36,6 +36,17 @@ void *ops_alloc(OpsContext *ctx, size_t bytes);
 void ops_free(OpsContext *ctx, void *p);
 // Wait until every op issued so far has finished.
 void ops_sync(OpsContext *ctx);
+// First thing in main, before any thread or MPI starts: lets the backend set
+// up the process. The CPU backend starts the program again (execv, same
+// arguments) with OPENBLAS_CORETYPE set when OpenBLAS did not recognise the
+// processor and fell back to kernels below what it runs (0.3.21 takes an
+// Emerald Rapids for a Prescott: SSE3 sgemm, 3.5x slower); a user's own
+// OPENBLAS_CORETYPE is never overridden. Returns when nothing is to be done.
+void ops_process_start(char **argv);
+// The math library and the kernels it runs, for bench and run provenance,
+// e.g. "OpenBLAS 0.3.21, SkylakeX kernels (OPENBLAS_CORETYPE set by mhar:
+// OpenBLAS chose Prescott)".
+const char *ops_library_name(void);
 // Host threads the backend uses for contexts opened from now on (the CPU's
 // OpenMP and OpenBLAS threads), and their number now.
 void ops_set_threads(int n);

@@ -1,0 +1,8 @@
+// The decision behind ops_process_start, separate so that tests can ask it
+// about processors other than this one.
+#pragma once
+
+// The OPENBLAS_CORETYPE to start again with, given the kernel set OpenBLAS
+// chose and the processor's features; NULL when its choice stands (it chose
+// an AVX2/FMA set or better, or the processor has no AVX2 with FMA).
+const char *blas_core_wanted(const char *chosen, int has_avx2_fma, int has_avx512);
