@@ -13,6 +13,7 @@
 #include "../tokenizer/run_tokenizer.h"
 #include "train.h"
 #include "../dist/comm.h"
+#include "../kernels/ops.h"
 #include "../util/dir.h"
 
 // The model of a fresh run: the preset (vocabulary from the data) or the
@@ -217,6 +218,10 @@ int train_launch(const TrainLaunch *l) {
                 fprintf(stderr, " x %d ranks; optimizer state %.1f MB per rank (ZeRO-1; %.1f MB unsharded)",
                         comm->size, 8.0 * dp.n_mine / 1e6, 8.0 * m.table.total / 1e6);
             fprintf(stderr, "\n");
+            // Kernel sets differ in speed by 3x and in the last digits: say which ran.
+            const int threads = ops_threads();
+            fprintf(stderr, "compute: %s backend, %d thread%s%s, %s\n", ops_backend_name(m.ctx), threads,
+                    threads == 1 ? "" : "s", comm->size > 1 ? " a rank" : "", ops_library_name());
             if (st.opt.wd_exclude[0] || st.opt.z_loss > 0 || st.opt.ema > 0)
                 fprintf(stderr, "recipe: no weight decay on %s, z-loss %g, EMA %g\n",
                         st.opt.wd_exclude[0] ? st.opt.wd_exclude : "none", st.opt.z_loss, st.opt.ema);
