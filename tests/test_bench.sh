@@ -205,6 +205,7 @@ if [ $rc -eq 0 ] && python3 - "$W/kern.out" <<'EOF'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 j = json.loads(lines[-1])
+assert lines[0].startswith("blas: OpenBLAS "), lines[0]   # which kernels ran, as in the other benches
 n, d, H, P = 2 * 32, 128, 8, 2 * 6 + 1          # nano: L 6, d 128; --route-heads default 8
 assert (j["kernel"], j["tokens"], j["d"], j["heads"], j["sources"]) == ("route", n, d, H, P), j
 assert j["cache_tile"] % 8 == 0 and 8 <= j["cache_tile"] <= n, j["cache_tile"]

@@ -119,6 +119,7 @@ int bench_kernel_route(const BenchKernelPlan *p, BenchKernelRun *out) {
 
 void bench_kernel_print(const BenchKernelPlan *p, const BenchKernelRun *k) {
     const BenchBandwidth *bw = &k->lim.bw;
+    printf("blas: %s\n", ops_library_name());
     printf("machine: sgemm %.1f GFLOP/s; memory read %.1f GB/s, read-modify-write %.1f GB/s (%.0f MiB arrays); "
            "%d threads\n", k->lim.sgemm_gflops, bw->read_gbs, bw->rmw_gbs, bw->array_mib, k->threads);
     printf("route kernels, %s's final read: %d sources x %d tokens x d %d, H %d (sources %.0f MB, last-level cache "
