@@ -17,6 +17,7 @@
 #include "analysis/report.h"
 #include "check.h"
 #include "io/atomic.h"
+#include "model/config.h"
 #include "testfiles.h"
 #include "util/common.h"
 
@@ -112,7 +113,8 @@ static void test_load(void) {
     size_t got = fread(buf, 1, sizeof buf - 1, notes);
     buf[got] = 0;
     fclose(notes);
-    CHECK(has(buf, "junk: no readable run.json"), "report_load_notes_junk", "notes: '%s'", buf);
+    CHECK(has(buf, "junk: no run.json, and not a run of mhar train") && has(buf, "junk/config.json"),
+          "report_load_notes_junk", "notes: '%s'", buf);
     if (rc) return;
     const char *want[8] = {"baseline", "hc", "denseformer", "attnres", "mhar-h2", "mhar-h4", "block-h2-b2", "baseline"};
     int order = rep.n_groups == 8;
@@ -202,6 +204,79 @@ static void test_make(void) {
     free(js);
 }
 
+// Runs of mhar train itself (experiment 4's continued arms): no run.json;
+// the scheme from config.json, the recipe from checkpoint/state.json, the
+// preset from the model's shape, and a file beside them (a log) ignored.
+static void make_plain_run(const char *name, const char *residual, int heads, int blocks, int seed, double metric) {
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/%s", tpath("plain/runs"), name);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/checkpoint", dir);
+    mkdir(path, 0755);
+    Config c;
+    config_preset("nano", &c);
+    c.vocab_size = 64;
+    snprintf(c.attnres_mode, sizeof c.attnres_mode, "%s", residual);
+    c.attnres_num_heads = heads, c.attnres_num_blocks = blocks;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    config_save(path, &c);
+    RunOptions o;
+    run_options_default(&o);
+    o.steps = 120, o.warmup = 6, o.lr = 2e-3, o.seed = seed, o.batch = 2, o.seq = 16, o.accum = 1;
+    o.eval_every = 10, o.eval_batches = 2, o.save_every = 10;
+    snprintf(o.train, sizeof o.train, "/data/train.bin");
+    snprintf(o.val, sizeof o.val, "/data/val.bin");
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddNumberToObject(st, "step", 120);
+    run_options_to_json(&o, RUN_STATE, st);
+    snprintf(path, sizeof path, "%s/checkpoint/state.json", dir);
+    put_json(path, st);
+    char text[4096];
+    size_t n = 0;
+    for (int e = 10; e <= 120; e += 10)
+        n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"val_loss\":%.17g,\"val_tokens\":64}\n", e,
+                      e == 10 ? 10.0 : metric);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    write_bytes(path, text, n);
+}
+
+static void test_plain_runs(void) {
+    mkdir(tpath("plain"), 0755);
+    mkdir(tpath("plain/runs"), 0755);
+    write_bytes(tpath("plain/runs/train-s1.log"), "log\n", 4);
+    const double base[2] = {3.00, 3.10}, conv[2] = {2.98, 3.06};
+    for (int s = 1; s <= 2; s++) {
+        char name[64];
+        snprintf(name, sizeof name, "cont-baseline-s%d", s);
+        make_plain_run(name, "baseline", 1, 0, s, base[s - 1]);
+        snprintf(name, sizeof name, "cont-delta-mh-s%d", s);
+        make_plain_run(name, "delta_mh", 8, 3, s, conv[s - 1]);
+    }
+    Report rep;
+    FILE *notes = tmpfile();
+    int rc = report_load(&rep, tpath("plain"), notes);
+    long noted = ftell(notes);
+    fclose(notes);
+    CHECK(rc == 0 && rep.n_runs == 4 && rep.n_groups == 2 && noted == 0, "report_plain_runs_load",
+          "rc %d (%s), %d runs, %d groups, %ld bytes of notes", rc, mhar_error(), rep.n_runs, rep.n_groups, noted);
+    if (rc || rep.n_groups != 2) { report_free(&rep); return; }
+    const ReportGroup *b = &rep.groups[0], *d = &rep.groups[1];
+    CHECK(!strcmp(b->method, "baseline") && !strcmp(d->method, "delta_mh-h8-b3") && !strcmp(d->preset, "nano") &&
+          d->lr == 2e-3 && rep.runs[0].plain && rep.runs[0].done && rep.runs[0].r.opt.seed == 1,
+          "report_plain_runs_settings", "%s %s %s lr %g", b->method, d->method, d->preset, d->lr);
+    Paired p = report_paired(d, b);
+    CHECK(p.n == 2 && close_to(p.mean, -0.03, 1e-12) && close_to(p.sd, 0.02 * sqrt(0.5), 1e-12) && p.better == 2,
+          "report_plain_runs_paired", "n %d mean %.17g sd %.17g", p.n, p.mean, p.sd);
+    report_free(&rep);
+    ReportSummary sum;
+    rc = report_make(tpath("plain"), 0, NULL, &sum);
+    char *md = rc ? NULL : slurp(tpath("plain/report.md"));
+    CHECK(md && has(md, "4 of 4 runs were trained by `mhar train` outside a sweep") && !has(md, "- code: commit") &&
+          has(md, "| cont-delta-mh-s2 | 2 | done | 120/120 | 12 | 3.0600 (11) |"), "report_plain_runs_md",
+          "%.400s", md ? md : mhar_error());
+    free(md);
+}
+
 static void test_errors(void) {
     Report rep;
     int rc = report_load(&rep, tpath("nothing"), NULL);
@@ -210,7 +285,7 @@ static void test_errors(void) {
     mkdir(tpath("empty"), 0755);
     mkdir(tpath("empty/runs"), 0755);
     rc = report_load(&rep, tpath("empty"), NULL);
-    CHECK(rc != 0 && has(mhar_error(), "no runs with a run.json yet"), "report_no_runs", "%s", mhar_error());
+    CHECK(rc != 0 && has(mhar_error(), "no runs yet"), "report_no_runs", "%s", mhar_error());
     report_free(&rep);
 }
 
@@ -243,6 +318,7 @@ int main(void) {
     make_sweep();
     test_load();
     test_roles();
+    test_plain_runs();
     test_errors();
     test_plot();
     test_make();

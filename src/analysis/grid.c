@@ -155,8 +155,7 @@ static int parse_scheme(const cJSON *s, int idx, const char *path, SchemeSpec *s
 
 // baseline, attnres; mhar-h4 (a scheme with H heads); block-h4-b2 (and
 // blocks); "-qnormal" after any of them whose queries start N(0, 0.02).
-static void method_name(const char *residual, int heads, int blocks, const char *query_init, char *out,
-                        size_t cap) {
+void grid_method_name(const char *residual, int heads, int blocks, const char *query_init, char *out, size_t cap) {
     const ResidualScheme *s = residual_find(residual);
     const char *q = !strcmp(query_init, "normal") ? "-qnormal" : "";
     if (s && s->needs_blocks) snprintf(out, cap, "%s-h%d-b%d%s", residual, heads, blocks, q);
@@ -288,7 +287,7 @@ int grid_load(const char *path, Grid *g) {
                             o->seed = (uint64_t)seeds[si];
                             o->lr = lrs[li];
                             rc = check_model(path, o->preset, &specs[ci], o->heads, o->blocks);
-                            method_name(o->residual, o->heads, o->blocks, o->route_query_init, r->method, sizeof r->method);
+                            grid_method_name(o->residual, o->heads, o->blocks, o->route_query_init, r->method, sizeof r->method);
                             char lr_part[40] = "";
                             if (g->n_lr > 1) snprintf(lr_part, sizeof lr_part, "-lr%g", o->lr);
                             snprintf(r->name, sizeof r->name, "%s-%s%s-s%llu", o->preset, r->method, lr_part,

@@ -55,6 +55,11 @@ typedef struct {
 int grid_load(const char *path, Grid *g);
 void grid_free(Grid *g);
 
+// A run's method as sweeps and reports name it: baseline, attnres; mhar-h4
+// (a scheme with H heads); block-h4-b2 (and blocks); "-qnormal" after any
+// whose routing queries start N(0, 0.02). query_init "" is zero.
+void grid_method_name(const char *residual, int heads, int blocks, const char *query_init, char *out, size_t cap);
+
 // The `mhar train` options of a fresh run into dir, as argv strings after
 // "train" (NULL-terminated, at most cap - 1 entries), pointing into buf:
 // --out dir, then every RUN_SWEEP option that applies (run_options_argv).

@@ -129,14 +129,74 @@ static void read_results(ReportRun *r) {
     if (path_join(path, sizeof path, r->dir, "probe.json") == MHAR_OK) r->probe = json_load_or_null(path);
 }
 
+// The preset whose model shape c has (its scheme, vocabulary and special
+// tokens aside), or "config" when none has it.
+static const char *preset_of(const Config *c) {
+    for (int i = 0; config_preset_name(i); i++) {
+        Config p;
+        if (config_preset(config_preset_name(i), &p)) continue;
+        if (p.family == c->family && p.hidden_size == c->hidden_size && p.num_hidden_layers == c->num_hidden_layers &&
+            p.num_attention_heads == c->num_attention_heads && p.num_key_value_heads == c->num_key_value_heads &&
+            p.head_dim == c->head_dim && p.intermediate_size == c->intermediate_size &&
+            p.tie_word_embeddings == c->tie_word_embeddings)
+            return config_preset_name(i);
+    }
+    return "config";
+}
+
+// A run trained by `mhar train` itself (no run.json): its settings from
+// checkpoint/state.json (the recipe) and config.json (the scheme), its name
+// from its directory. 0 when loaded; the error says which file failed.
+static int load_plain_run(ReportRun *r, const char *name) {
+    char path[MHAR_PATH_MAX], *text;
+    size_t n;
+    Config c;
+    SweepRun *sr = &r->r;
+    run_options_default(&sr->opt);
+    if (path_join(path, sizeof path, r->dir, "config.json") || config_load(path, &c)) return MHAR_ERR;
+    if (path_join(path, sizeof path, r->dir, "checkpoint/state.json") || read_file(path, &text, &n)) return MHAR_ERR;
+    cJSON *state;
+    int rc = json_parse(text, n, path, &state);
+    free(text);
+    if (!rc) rc = run_options_from_json(state, RUN_STATE, path, &sr->opt);
+    cJSON_Delete(state);
+    if (rc) return rc;
+    const ResidualScheme *s = residual_find(c.attnres_mode);
+    if (!s) return mhar_fail("%s/config.json: unknown scheme '%s'", r->dir, c.attnres_mode);
+    RunOptions *o = &sr->opt;
+    snprintf(o->preset, sizeof o->preset, "%s", preset_of(&c));
+    snprintf(o->residual, sizeof o->residual, "%s", s->name);
+    o->heads = residual_is_routed(s) ? c.attnres_num_heads : 0;
+    o->blocks = s->needs_blocks ? c.attnres_num_blocks : 0;
+    snprintf(o->route_query_init, sizeof o->route_query_init, "%s",
+             c.route_query_init == ROUTE_QUERY_NORMAL ? "normal" : "");
+    grid_method_name(o->residual, o->heads, o->blocks, o->route_query_init, sr->method, sizeof sr->method);
+    snprintf(sr->name, sizeof sr->name, "%s", name);
+    r->plain = 1;
+    return MHAR_OK;
+}
+
 // One run directory into r: 1 when loaded, 0 when left out (said on notes).
+// A sweep's run has run.json; one trained by hand is read from its
+// checkpoint and config (it has no commits or data hashes to report).
 static int load_run(ReportRun *r, const char *runs_dir, const char *name, FILE *notes) {
     char path[MHAR_PATH_MAX];
+    struct stat st;
     memset(r, 0, sizeof *r);
     if (path_join(r->dir, sizeof r->dir, runs_dir, name) || path_join(path, sizeof path, r->dir, "run.json")) return 0;
+    if (stat(r->dir, &st) || !S_ISDIR(st.st_mode)) return 0;   // a file beside the runs (a log)
     cJSON *rec = json_load_or_null(path);
+    if (!rec && access(path, F_OK) != 0) {
+        if (load_plain_run(r, name) == MHAR_OK) {
+            read_results(r);
+            return 1;
+        }
+        if (notes) fprintf(notes, "note: %s: no run.json, and not a run of mhar train (%s): left out\n", r->dir,
+                           mhar_error());
+        return 0;
+    }
     if (!rec) {
-        if (notes) fprintf(notes, "note: %s: no readable run.json (not made by mhar sweep): left out\n", r->dir);
+        if (notes) fprintf(notes, "note: %s: run.json is not readable JSON: left out\n", r->dir);
         return 0;
     }
     if (sweep_run_from_json(rec, path, &r->r)) {
@@ -225,7 +285,7 @@ int report_load(Report *rep, const char *dir, FILE *notes) {
     memset(rep, 0, sizeof *rep);
     rep->dir = dir;
     int rc = load_runs(rep, dir, notes);
-    if (!rc && rep->n_runs == 0) rc = mhar_fail("%s/runs: no runs with a run.json yet", dir);
+    if (!rc && rep->n_runs == 0) rc = mhar_fail("%s/runs: no runs yet (a sweep's run.json, or the checkpoint and config.json of mhar train)", dir);
     if (!rc) rc = build_groups(rep);
     char path[MHAR_PATH_MAX];
     if (!rc && path_join(path, sizeof path, dir, "sweep.json") == MHAR_OK) rep->sweep = json_load_or_null(path);

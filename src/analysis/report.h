@@ -36,6 +36,7 @@ typedef struct {
     int n_commits, dirty, n_starts;
     char train_sha[65], val_sha[65], manifest_sha[65];
     cJSON *probe;              // probe.json, NULL if none
+    int plain;                 // trained by mhar train, not a sweep: no run.json, commits or data hashes
 } ReportRun;
 
 typedef struct {
@@ -69,7 +70,8 @@ typedef struct {
     char first_error[512];     // of the first failed plot
 } ReportSummary;
 
-// Load DIR's runs (a run directory without a readable run.json is noted on
+// Load DIR's runs (a sweep's, with run.json; or runs of mhar train itself,
+// read from checkpoint/state.json and config.json; anything else is noted on
 // `notes`, when not NULL, and left out), group them and read sweep.json.
 // An error when DIR/runs cannot be opened or holds no run.
 int report_load(Report *rep, const char *dir, FILE *notes);

@@ -41,6 +41,7 @@ static cJSON *run_json(const ReportRun *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", r->r.name);
     cJSON_AddBoolToObject(o, "done", r->done);
+    cJSON_AddBoolToObject(o, "sweep", !r->plain);   // false: trained by mhar train, no run.json
     cJSON_AddNumberToObject(o, "step", r->step < 0 ? 0 : r->step);
     cJSON_AddNumberToObject(o, "evals", r->have_metrics ? r->m.n_evals : 0);
     if (isfinite(r->tail)) cJSON_AddNumberToObject(o, "metric", r->tail);

@@ -129,20 +129,27 @@ static void md_data(FILE *md, const Report *rep) {
 
 static void md_commits(FILE *md, const Report *rep) {
     char commits[16][48];
-    int nc = 0, dirty = 0;
+    int nc = 0, dirty = 0, plain = 0;
     for (int i = 0; i < rep->n_runs; i++) {
         const ReportRun *r = &rep->runs[i];
         dirty |= r->dirty;
+        plain += r->plain;
         for (int c = 0; c < r->n_commits; c++) {
             int dup = 0;
             for (int k = 0; k < nc; k++) dup |= !strcmp(commits[k], r->commits[c]);
             if (!dup && nc < 16) snprintf(commits[nc++], 48, "%s", r->commits[c]);
         }
     }
-    fprintf(md, "- code: commit%s", nc == 1 ? "" : "s");
-    for (int k = 0; k < nc; k++) fprintf(md, "%s `%.12s`", k ? "," : "", commits[k]);
-    fprintf(md, "%s%s\n", dirty ? " (with uncommitted changes)" : "",
-            nc > 1 ? " (**more than one**: see run.json `starts` for which commit trained what)" : "");
+    if (nc) {
+        fprintf(md, "- code: commit%s", nc == 1 ? "" : "s");
+        for (int k = 0; k < nc; k++) fprintf(md, "%s `%.12s`", k ? "," : "", commits[k]);
+        fprintf(md, "%s%s\n", dirty ? " (with uncommitted changes)" : "",
+                nc > 1 ? " (**more than one**: see run.json `starts` for which commit trained what)" : "");
+    }
+    if (plain)
+        fprintf(md, "- %d of %d runs were trained by `mhar train` outside a sweep (no run.json): their settings come "
+                    "from checkpoint/state.json and config.json, their commit and data hashes are not recorded\n",
+                plain, rep->n_runs);
 }
 
 // The metric, and whether the curves have flattened: the least-squares
@@ -388,7 +395,8 @@ static void md_runs(FILE *md, const Report *rep) {
         else fprintf(md, " | -");
         if (r->have_metrics && r->m.last_step) fprintf(md, " | %.4f | %.0f", r->m.last_loss, r->m.tok_per_s);
         else fprintf(md, " | - | -");
-        fprintf(md, " | %d |\n", r->n_starts);
+        if (r->plain) fprintf(md, " | - |\n");
+        else fprintf(md, " | %d |\n", r->n_starts);
     }
     const cJSON *gr;
     cJSON_ArrayForEach(gr, grid_runs(rep))

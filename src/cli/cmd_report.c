@@ -17,7 +17,10 @@ static const char *usage =
     "of them, said so, when it has fewer); tables give mean +- sample sd over\n"
     "seeds and the paired difference to baseline (same seed: same init and data\n"
     "order). Unfinished runs are listed, not counted.\n"
-    "probe.json files (mhar probe --run) are tabled beside the losses.";
+    "probe.json files (mhar probe --run) are tabled beside the losses.\n"
+    "DIR/runs/ may also hold runs of mhar train itself (no run.json): their\n"
+    "scheme comes from config.json, their recipe and seed from\n"
+    "checkpoint/state.json, their preset from the model's shape.";
 
 int cmd_report(int argc, char **argv) {
     const char *dir = NULL;
