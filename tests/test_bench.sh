@@ -120,8 +120,44 @@ try:
     check("bench_list_floor_lines", ok, "\n".join(lines[h:h + 5]))
 except StopIteration:
     check("bench_list_floor_lines", False, "no 'routing over baseline' header")
+# The op profile: every scheme's ops sum to no more than its step and to most
+# of it; the GEMMs and AdamW are there, the routing kernels only in routed
+# schemes; the scheme's own work (the "residual" region) against the floor
+# of its whole traffic at the measured bandwidths.
+errs = []
+for k, s in S.items():
+    prof, step = s.get("profile_ms", {}), s.get("profile_step_ms", 0)
+    tot = sum(prof.values())
+    if not (0.5 * step <= tot <= step * (1 + 1e-6) + 1e-3):
+        errs.append(f"{k}: ops {tot:.3f} ms of a {step} ms step")
+    if not all(o in prof for o in ("matmul_forward", "matmul_backward", "attention_forward", "adamw_update")):
+        errs.append(f"{k}: ops {sorted(prof)}")
+    if ("route_forward" in prof) != (k != "baseline") or ("route_backward" in prof) != (k != "baseline"):
+        errs.append(f"{k}: route kernels {'route_forward' in prof}")
+    floor = 1e3 * (s["route_read_bytes"] / (j["read_gbs"] * 1e9) + s["route_write_bytes"] / (j["rmw_gbs"] * 1e9))
+    if not (s.get("residual_work_ms", 0) > 0 and abs(s["residual_floor_ms"] - floor) <= 2e-3 * floor + 1e-4
+            and s["residual_work_ms"] <= step):
+        errs.append(f"{k}: work {s.get('residual_work_ms')} floor {s.get('residual_floor_ms')} vs {floor:.4f}")
+    if k != "baseline":
+        want = (s["residual_work_ms"] - b["residual_work_ms"]) / s["floor_ms"]
+        if abs(s["extra_work_over_floor"] - want) > 1e-3 * abs(want) + 1e-3:
+            errs.append(f"{k}: extra work/floor {s['extra_work_over_floor']} vs {want:.4f}")
+check("bench_list_profile_json", not errs, "; ".join(errs))
+try:
+    h = next(i for i, l in enumerate(lines) if l.startswith("the scheme's own work in the step"))
+    rows = {l.split()[0]: l.split() for l in lines[h + 2:h + 6]}
+    ok = sorted(rows) == ["attnres", "baseline", "block", "mhar"]
+    for k, r in rows.items():
+        ok &= abs(float(r[1]) - S[k]["residual_work_ms"]) <= 0.0051 and abs(float(r[2]) - S[k]["residual_floor_ms"]) <= 0.0051
+    p = next(i for i, l in enumerate(lines) if l.startswith("where the step goes"))
+    cols = lines[p + 1].split()[1:]
+    last = next(l for l in lines[p:] if l.startswith("step (mean)")).split()[2:]
+    ok &= cols == list(S) and all(abs(float(v) - S[k]["profile_step_ms"]) <= 0.0051 for k, v in zip(cols, last))
+    check("bench_list_profile_lines", ok, "\n".join(lines[h:h + 6] + lines[p:p + 2]))
+except StopIteration:
+    check("bench_list_profile_lines", False, "no work or profile table")
 EOF
-if [ "$(grep -Ec '^(baseline|mhar|attnres|block) +[0-9]+ ' "$W/list.out")" = 4 ]; then pass bench_list_rows
+if [ "$(grep -Ec '^(baseline|mhar|attnres|block) +[0-9]+ +[0-9.]+ +[0-9.]+%' "$W/list.out")" = 4 ]; then pass bench_list_rows
 else fail bench_list_rows "$(cat "$W/list.out")"; fi
 
 # one scheme: flat JSON; a routed scheme without baseline says what the floor needs

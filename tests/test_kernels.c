@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "kernels/cpu/blas_core.h"
+#include "kernels/cpu/context.h"
 #include "kernels/ops.h"
 #include "util/common.h"
 
@@ -274,6 +275,41 @@ static void test_blas_core(void) {
     }
 }
 
+// The op profile (ops.h): off, nothing is counted; on, each op under its
+// name with its calls, a caller's region flagged as one, the ops' time
+// inside the region's and the region's inside the wall time around it; an
+// op called inside another is counted once, in the outer; on again clears.
+static void test_profile(void) {
+    static float a[4096], b[4096];
+    vec_zero(ctx, a, 4096);   // before: not counted
+    ops_profile(ctx, 1);
+    const double t0 = now_seconds(), r = ops_profile_clock(ctx);
+    vec_zero(ctx, a, 4096);
+    vec_zero(ctx, b, 4096);
+    vec_add(ctx, a, a, b, 4096);
+    ops_profile_region(ctx, "region", r);
+    const double wall = now_seconds() - t0;
+    const double outer = ops_op_begin(ctx);   // as an op that calls another op
+    vec_zero(ctx, a, 4096);
+    ops_op_end(ctx, "outer", outer);
+    ops_profile(ctx, 0);
+    vec_zero(ctx, a, 4096);   // after: not counted
+    OpsProfileEntry e[8];
+    int n = ops_profile_read(ctx, e, 8);
+    CHECK(n == 4 && !strcmp(e[0].name, "vec_zero") && e[0].calls == 2 && !e[0].region &&
+          !strcmp(e[1].name, "vec_add") && e[1].calls == 1 && !strcmp(e[2].name, "region") && e[2].region &&
+          e[2].calls == 1 && !strcmp(e[3].name, "outer") && e[3].calls == 1 && !e[3].region,
+          "profile_names_calls", "%d entries: %s x%ld, %s x%ld, %s x%ld", n, n > 0 ? e[0].name : "", n > 0 ? e[0].calls : 0,
+          n > 1 ? e[1].name : "", n > 1 ? e[1].calls : 0, n > 2 ? e[2].name : "", n > 2 ? e[2].calls : 0);
+    if (n >= 3)
+        CHECK(e[0].seconds > 0 && e[1].seconds > 0 && e[0].seconds + e[1].seconds <= e[2].seconds &&
+              e[2].seconds <= wall, "profile_times_nest", "ops %g + %g s, region %g s, wall %g s", e[0].seconds,
+              e[1].seconds, e[2].seconds, wall);
+    ops_profile(ctx, 1);
+    ops_profile(ctx, 0);
+    CHECK(ops_profile_read(ctx, e, 8) == 0 && ops_profile_clock(ctx) < 0, "profile_restart_clears", "not cleared");
+}
+
 int main(void) {
     test_blas_core();
     ctx = ops_open();
@@ -302,5 +338,6 @@ int main(void) {
     test_xent_in_place(13, 1001, 1);
     test_vec_add_alias(100003);
     test_vec_add_alias(5);
+    test_profile();
     CHECK_EXIT();
 }

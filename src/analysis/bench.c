@@ -179,6 +179,7 @@ static void time_steps(const char *preset, const BenchScheme *s, int vocab, int 
     if (!tok || !t) return;
     synth_tokens(tok, n, vocab, "random", 7);
     for (int i = -1; i < steps; i++) {  // one untimed warm-up step
+        if (i == 0) ops_profile(m.ctx, 1);
         double t0 = now_seconds();
         model_zero_grad(&m);
         model_forward(&m, tok, tok + 1);
@@ -190,6 +191,11 @@ static void time_steps(const char *preset, const BenchScheme *s, int vocab, int 
     }
     out->flops = model_train_flops_per_token(&m, T);
     out->params = (double)m.table.total;
+    ops_profile(m.ctx, 0);
+    out->n_prof = ops_profile_read(m.ctx, out->prof, OPS_PROFILE_MAX);
+    for (int k = 0; k < out->n_prof; k++) out->prof[k].seconds /= steps;
+    out->step_mean_s = 0;
+    for (int k = 0; k < steps; k++) out->step_mean_s += t[k] / steps;
     out->steps = steps;
     out->tok_s = B * T / median(t, steps);
     mhar_free(tok); mhar_free(t);
@@ -215,11 +221,12 @@ static int in_child(int (*fn)(const void *arg, void *res), const void *arg, void
         _exit(w == (ssize_t)size && !rc ? 0 : 1);
     }
     close(fd[1]);
-    ssize_t got = read(fd[0], res, size);
+    size_t got = 0;   // a result larger than the pipe's atomic size arrives in pieces
+    for (ssize_t k; got < size && (k = read(fd[0], (char *)res + got, size - got)) > 0;) got += (size_t)k;
     close(fd[0]);
     int status;
     wait4(pid, &status, 0, ru);
-    return got == (ssize_t)size && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? MHAR_OK : MHAR_ERR;
+    return got == size && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? MHAR_OK : MHAR_ERR;
 }
 
 typedef struct { const char *preset; const BenchScheme *s; int vocab, B, T, steps; double budget_s; } SchemeJob;
@@ -257,13 +264,39 @@ int bench_limits(BenchLimits *out) {
     return in_child(limits_child, NULL, out, sizeof *out, &ru) ? mhar_fail("the machine's probes failed") : MHAR_OK;
 }
 
+// A scheme's op profile over its K rounds: per name, the median of the
+// rounds' ms per step (a name a round lacks counts 0 there); v: K doubles.
+static void profile_medians(BenchResult *r, const BenchSample *s, int K, double *v) {
+    r->n_prof = 0;
+    for (int k = 0; k < K; k++)
+        for (int e = 0; e < s[k].n_prof; e++) {
+            int seen = 0;
+            for (int q = 0; q < r->n_prof; q++) seen |= !strcmp(r->prof[q].name, s[k].prof[e].name);
+            if (!seen && r->n_prof < OPS_PROFILE_MAX) r->prof[r->n_prof++] = s[k].prof[e];
+        }
+    r->residual_ms = 0;
+    for (int q = 0; q < r->n_prof; q++) {
+        OpsProfileEntry *e = &r->prof[q];
+        for (int k = 0; k < K; k++) {
+            v[k] = 0;
+            for (int f = 0; f < s[k].n_prof; f++)
+                if (!strcmp(s[k].prof[f].name, e->name)) v[k] = 1e3 * s[k].prof[f].seconds;
+        }
+        e->seconds = median(v, K) / 1e3;
+        if (e->region && !strcmp(e->name, "residual")) r->residual_ms = 1e3 * e->seconds;
+    }
+    for (int k = 0; k < K; k++) v[k] = 1e3 * s[k].step_mean_s;
+    r->prof_step_ms = median(v, K);
+}
+
 // Rounds of every scheme, each round led by the machine's probes (so the
 // limits drift with the machine as the schemes do), then the medians.
 static int run_rounds(const BenchPlan *p, BenchRun *out) {
     const int n = p->n, K = p->repeat;
     double *tok = mhar_alloc(sizeof(double) * n * K), *mem = mhar_alloc(sizeof(double) * n * K);
     double *sg = mhar_alloc(sizeof(double) * K * 3), *rd = sg + K, *rmw = sg + 2 * K;
-    int rc = tok && mem && sg ? MHAR_OK : MHAR_ERR;
+    BenchSample *samples = mhar_alloc(sizeof *samples * n * K);
+    int rc = tok && mem && sg && samples ? MHAR_OK : MHAR_ERR;
     for (int k = 0; k < K && !rc; k++) {
         BenchLimits lim;
         if ((rc = bench_limits(&lim))) break;
@@ -277,6 +310,7 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
             if (rc) break;
             tok[i * K + k] = s.tok_s;
             mem[i * K + k] = s.peak_mb;
+            samples[i * K + k] = s;
             out->r[i].flops = s.flops;
             fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB\n", k + 1, p->scheme[i].name, s.tok_s, s.peak_mb);
         }
@@ -303,8 +337,9 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         r->peak_mb = median(mem + i * K, K);
         r->tok_s = spread(t, K).median;  // not median(): the reference's rounds must stay in order
         r->step_ms = 1e3 * p->batch * p->seq / r->tok_s;
+        profile_medians(r, samples + i * K, K, v);
     }
-    mhar_free(tok); mhar_free(mem); mhar_free(sg); mhar_free(v);
+    mhar_free(tok); mhar_free(mem); mhar_free(sg); mhar_free(v); mhar_free(samples);
     return rc;
 }
 
@@ -323,6 +358,7 @@ int bench_run(const BenchPlan *p, BenchRun *out) {
         BenchResult *r = &out->r[i];
         r->modelled = bench_route_bytes(p->preset, &p->scheme[i], p->vocab, n_tok, &r->bytes);
         r->floor_ms = NAN;
+        r->residual_floor_ms = r->modelled ? 1e3 * bench_floor_s(r->bytes, (RouteBytes){0, 0}, &out->bw) : NAN;
     }
     for (int i = 0; i < p->n; i++) {
         BenchResult *r = &out->r[i];

@@ -3,6 +3,7 @@
 // analysis/bench_torch.c).
 #pragma once
 #include "../dist/comm.h"
+#include "../kernels/ops.h"
 #include "../residual/residual.h"
 
 #define BENCH_MAX_SCHEMES 16
@@ -16,6 +17,10 @@ typedef struct {
     double flops;              // model FLOPs per training token
     double params;             // parameters of the model
     int steps;                 // timed steps it ran
+    double step_mean_s;        // mean seconds of its timed steps
+    // the op profile of the timed steps (ops.h), seconds per step
+    OpsProfileEntry prof[OPS_PROFILE_MAX];
+    int n_prof;
 } BenchSample;
 
 // The schemes of --residual SPEC: one registered name, a comma list of them
@@ -115,6 +120,15 @@ typedef struct {
     // median over the rounds of each round's difference), and the floor of
     // it from the extra traffic (bench_floor_s).
     double extra_ms, floor_ms;
+    // Where its step goes: the op profile, ms per step (each round's mean
+    // over its timed steps, then the median over the rounds; regions
+    // flagged), the step's mean ms the same way, and the "residual" region
+    // (all of the scheme's work inside the step) against the floor of its
+    // whole traffic (bench_floor_s against nothing): a direct measure that
+    // the noise of two whole steps does not blur.
+    OpsProfileEntry prof[OPS_PROFILE_MAX];
+    int n_prof;
+    double prof_step_ms, residual_ms, residual_floor_ms;
 } BenchResult;
 
 typedef struct {

@@ -74,6 +74,79 @@ static void print_floors(const BenchPlan *p, const BenchRun *b) {
     }
 }
 
+// An op's ms per step in r's profile (0 when r never called it).
+static double prof_ms(const BenchResult *r, const char *name) {
+    for (int q = 0; q < r->n_prof; q++)
+        if (!r->prof[q].region && !strcmp(r->prof[q].name, name)) return 1e3 * r->prof[q].seconds;
+    return 0;
+}
+
+// Where each scheme's step goes: every op that takes >= 1% of some scheme's
+// step, by the first scheme's time; the rest summed; the time outside ops.
+static void print_profile(const BenchPlan *p, const BenchRun *b) {
+    const char *names[OPS_PROFILE_MAX * BENCH_MAX_SCHEMES];
+    int n = 0;
+    for (int i = 0; i < p->n; i++)
+        for (int q = 0; q < b->r[i].n_prof; q++) {
+            const OpsProfileEntry *e = &b->r[i].prof[q];
+            int seen = 0;
+            for (int k = 0; k < n; k++) seen |= !strcmp(names[k], e->name);
+            if (!e->region && !seen && 1e3 * e->seconds >= 0.01 * b->r[i].prof_step_ms) names[n++] = e->name;
+        }
+    if (!n) return;
+    for (int a = 1; a < n; a++)   // by the first scheme's time, largest first
+        for (int c = a; c > 0 && prof_ms(&b->r[0], names[c]) > prof_ms(&b->r[0], names[c - 1]); c--) {
+            const char *t = names[c]; names[c] = names[c - 1]; names[c - 1] = t;
+        }
+    printf("where the step goes, ms per step (op profile: each round's mean over its steps, median of the rounds; "
+           "an op >= 1%% of some step):\n%-24s", "op");
+    for (int i = 0; i < p->n; i++) printf(" %11s", p->scheme[i].name);
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        printf("%-24s", names[k]);
+        for (int i = 0; i < p->n; i++) printf(" %11.2f", prof_ms(&b->r[i], names[k]));
+        printf("\n");
+    }
+    const char *rows[4] = {"other ops", "all ops", "outside ops", "step (mean)"};
+    for (int row = 0; row < 4; row++) {
+        printf("%-24s", rows[row]);
+        for (int i = 0; i < p->n; i++) {
+            const BenchResult *r = &b->r[i];
+            double all = 0, listed = 0;
+            for (int q = 0; q < r->n_prof; q++)
+                if (!r->prof[q].region) all += 1e3 * r->prof[q].seconds;
+            for (int k = 0; k < n; k++) listed += prof_ms(r, names[k]);
+            const double v[4] = {all - listed, all, r->prof_step_ms - all, r->prof_step_ms};
+            printf(" %11.2f", v[row]);
+        }
+        printf("\n");
+    }
+}
+
+// Each scheme's own work inside the step (the model's "residual" region:
+// its reads, writes, their backwards and the zeroing of the source
+// gradients) against the floor of its traffic, whole and beyond baseline's.
+static void print_residual_work(const BenchPlan *p, const BenchRun *b) {
+    int any = 0;
+    for (int i = 0; i < p->n; i++) any |= b->r[i].residual_ms > 0 && !isnan(b->r[i].residual_floor_ms);
+    if (!any) return;
+    const BenchResult *base = b->base >= 0 ? &b->r[b->base] : NULL;
+    printf("the scheme's own work in the step (its reads, writes and backwards, timed in place) against its "
+           "traffic floor:\n%-12s %9s %9s %11s", "scheme", "work ms", "floor ms", "work/floor");
+    if (base) printf(" %11s %13s %13s", "+work ms", "+floor ms", "+work/floor");
+    printf("\n");
+    for (int i = 0; i < p->n; i++) {
+        const BenchResult *r = &b->r[i];
+        if (isnan(r->residual_floor_ms)) continue;
+        printf("%-12s %9.2f %9.2f %11.2f", p->scheme[i].name, r->residual_ms, r->residual_floor_ms,
+               r->residual_ms / r->residual_floor_ms);
+        if (base && !isnan(r->floor_ms))
+            printf(" %11.2f %13.2f %13.2f", r->residual_ms - base->residual_ms, r->floor_ms,
+                   (r->residual_ms - base->residual_ms) / r->floor_ms);
+        printf("\n");
+    }
+}
+
 static void print_torch(const BenchPlan *p, const BenchRun *b) {
     const BenchTorch *t = &b->torch;
     if (t->error[0]) { fprintf(stderr, "warning: the PyTorch comparison failed: %s\n", t->error); return; }
@@ -110,6 +183,17 @@ static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
     if (!isnan(r->floor_ms))
         jput(j, ", \"extra_ms\": %.3f, \"floor_ms\": %.4f, \"extra_over_floor\": %.4f", r->extra_ms, r->floor_ms,
              r->extra_ms / r->floor_ms);
+    if (!isnan(r->residual_floor_ms))
+        jput(j, ", \"residual_work_ms\": %.4f, \"residual_floor_ms\": %.4f", r->residual_ms, r->residual_floor_ms);
+    if (!isnan(r->floor_ms) && b->base >= 0)
+        jput(j, ", \"extra_work_over_floor\": %.4f", (r->residual_ms - base->residual_ms) / r->floor_ms);
+    jput(j, ", \"profile_step_ms\": %.3f, \"profile_ms\": {", r->prof_step_ms);
+    for (int q = 0, first = 1; q < r->n_prof; q++)
+        if (!r->prof[q].region) {
+            jput(j, "%s\"%s\": %.4f", first ? "" : ", ", r->prof[q].name, 1e3 * r->prof[q].seconds);
+            first = 0;
+        }
+    jput(j, "}");
     const int k = p->torch ? bench_torch_peer(&b->torch, &p->scheme[i]) : -1;
     if (k >= 0 && b->torch.peer[k].tok_s > 0)
         jput(j, ", \"torch_peer\": \"%s\", \"torch_peer_tok_per_s\": %.1f, \"over_torch_peer\": %.4f",
@@ -163,6 +247,8 @@ static void print_json(const BenchPlan *p, const BenchRun *b) {
 void bench_print(const BenchPlan *p, const BenchRun *b) {
     print_table(p, b);
     print_floors(p, b);
+    print_residual_work(p, b);
+    print_profile(p, b);
     if (p->torch) print_torch(p, b);
     print_json(p, b);
 }

@@ -52,6 +52,27 @@ const char *ops_library_name(void);
 void ops_set_threads(int n);
 int ops_threads(void);
 
+// ---- profile (mhar bench): where a step's time goes -------------------------------
+// With profiling on, every op adds its wall time, entry to return with the
+// backend synchronised, under its function's name ("matmul_backward"); an op
+// called inside another counts once, in the outer one. Callers add regions
+// of their own (the model's "residual": all of a scheme's work) with
+// ops_profile_clock before and ops_profile_region after; a region's ops are
+// also counted as ops. Off (the default) an op pays one branch.
+#define OPS_PROFILE_MAX 64
+typedef struct {
+    char name[32];
+    double seconds;     // summed since ops_profile(ctx, 1)
+    long calls;
+    int region;         // a caller's region, not an op
+} OpsProfileEntry;
+void ops_profile(OpsContext *ctx, int on);   // on: clear the sums and start; off: stop, keep them
+// The sums so far, in first-call order: how many were written (at most cap).
+int ops_profile_read(const OpsContext *ctx, OpsProfileEntry *out, int cap);
+// A region's start time (seconds; < 0 when not profiling), then its end.
+double ops_profile_clock(OpsContext *ctx);
+void ops_profile_region(OpsContext *ctx, const char *name, double start);
+
 // ---- matmul (PyTorch Linear layout: W is [N, K], "out = in · Wᵀ") ----------
 // in [M, K], w [N, K] -> out [M, N]
 void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w, int M, int K, int N);

@@ -299,24 +299,59 @@ static void mlp_sublayer_backward(Model *m, int l, const float *x, const float *
 }
 
 // ---------------------------------------------------------------------------
+// The residual scheme's steps, each timed as the "residual" region of the
+// op profile (mhar bench sets it against the scheme's traffic floor).
+
+static void res_read(Model *m, int s) {
+    double t = ops_profile_clock(m->ctx);
+    m->scheme->read(&m->res, s);
+    ops_profile_region(m->ctx, "residual", t);
+}
+
+static void res_write(Model *m, int s) {
+    double t = ops_profile_clock(m->ctx);
+    m->scheme->write(&m->res, s);
+    ops_profile_region(m->ctx, "residual", t);
+}
+
+static void res_read_backward(Model *m, int s) {
+    double t = ops_profile_clock(m->ctx);
+    m->scheme->read_backward(&m->res, s, m->d_x);
+    ops_profile_region(m->ctx, "residual", t);
+}
+
+static void res_write_backward(Model *m, int s) {
+    double t = ops_profile_clock(m->ctx);
+    m->scheme->write_backward(&m->res, s);
+    ops_profile_region(m->ctx, "residual", t);
+}
+
+// dsources starts at 0 unless the scheme's backward sets every row itself.
+static void res_zero_source_grads(Model *m) {
+    double t = ops_profile_clock(m->ctx);
+    if (!m->scheme->sets_source_grads)
+        vec_zero(m->ctx, m->dsources, (size_t)(2 * m->cfg.num_hidden_layers + 1) * m->row_floats);
+    ops_profile_region(m->ctx, "residual", t);
+}
+
+// ---------------------------------------------------------------------------
 // The whole model
 
 float model_forward(Model *m, const int *tokens, const int *targets) {
     const Config *c = &m->cfg;
-    Residual *r = &m->res;
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     if (tokens != m->tokens) memcpy(m->tokens, tokens, sizeof(int) * n);
     embedding_forward(m->ctx, SRC(m, 0), tokens, P(m, m->off_embed), n, d);
     for (int l = 0; l < L; l++) {
         int s = 2 * l;
-        m->scheme->read(r, s);
+        res_read(m, s);
         attention_sublayer_forward(m, l, INPUT(m, s), SRC(m, s + 1));
-        m->scheme->write(r, s);
-        m->scheme->read(r, s + 1);
+        res_write(m, s);
+        res_read(m, s + 1);
         mlp_sublayer_forward(m, l, INPUT(m, s + 1), SRC(m, s + 2));
-        m->scheme->write(r, s + 1);
+        res_write(m, s + 1);
     }
-    m->scheme->read(r, 2 * L);
+    res_read(m, 2 * L);
     rmsnorm_forward(m->ctx, m->final_xn, m->final_rstd, INPUT(m, 2 * L), P(m, m->off_norm), n, d, c->rms_norm_eps);
     matmul_forward(m->ctx, m->logits, m->final_xn, P(m, m->off_head), n, d, V);
     m->z_term = 0;
@@ -344,26 +379,25 @@ static void grads_ready(Model *m, size_t lo, size_t hi) {
 
 void model_backward(Model *m, float loss_scale) {
     const Config *c = &m->cfg;
-    Residual *r = &m->res;
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
-    if (!m->scheme->sets_source_grads) vec_zero(m->ctx, m->dsources, (size_t)(2 * L + 1) * m->row_floats);
+    res_zero_source_grads(m);
     float *dlogits = m->logits;  // in place: the logits are not needed again
     xent_backward(m->ctx, dlogits, m->logits, m->targets, n, V, loss_scale / n, loss_scale * m->z_loss / n);
     matmul_backward(m->ctx, m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
     rmsnorm_backward(m->ctx, m->d_x, G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);
-    m->scheme->read_backward(r, 2 * L, m->d_x);
+    res_read_backward(m, 2 * L);
     // The final norm and an untied head (a tied one is the embedding's).
     grads_ready(m, m->off_norm, m->table.total);
     for (int l = L - 1; l >= 0; l--) {
         int s = 2 * l + 1;
-        m->scheme->write_backward(r, s);
+        res_write_backward(m, s);
         mlp_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), m->d_x);
-        m->scheme->read_backward(r, s, m->d_x);
+        res_read_backward(m, s);
         s = 2 * l;
-        m->scheme->write_backward(r, s);
+        res_write_backward(m, s);
         attention_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), m->d_x);
-        m->scheme->read_backward(r, s, m->d_x);
+        res_read_backward(m, s);
         grads_ready(m, m->layers[l].in_norm, layer_end(m, l));
     }
     grads_ready(m, layer_end(m, L - 1), m->off_norm);   // the scheme's parameters

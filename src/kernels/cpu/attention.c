@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 #include "vmath.h"
 
 #ifdef _OPENMP
@@ -175,6 +176,7 @@ static void forward_tile(float *Y, float *lse, float *tile, const float *Q, cons
 // cache. A query tile's result depends on nothing but the inputs.
 void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
     const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ, splits = group_splits(groups, n_tiles);
@@ -264,6 +266,7 @@ static void zero_rows(float *x, int n, int hd, int ld) {
 void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dy,
                         const float *y, const float *lse, const float *q, const float *k, const float *v, int B,
                         int T, int nh, int nkv, int hd) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
     const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
@@ -318,6 +321,7 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
 // scratch. One token's work is small: a single thread.
 void attention_decode(OpsContext *ctx, float *y, float *scores, const float *q, const float *k_cache,
                       const float *v_cache, int n_pos, int nh, int nkv, int hd) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const int kvd = nkv * hd;
     const float scale = 1.0f / sqrtf((float)hd);

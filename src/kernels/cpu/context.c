@@ -2,12 +2,9 @@
 // synchronously, so ops_sync has nothing to wait for.
 #include <stdlib.h>
 
+#include "context.h"
 #include "kernels/ops.h"
 #include "util/common.h"
-
-struct OpsContext {
-    int threads;   // OpenMP threads when the context was opened (sizes per-thread scratch)
-};
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 
 enum {
     NCHUNK = 64,     // fixed token chunks of the dα reduction
@@ -42,6 +43,7 @@ static void scale_row(float *restrict y, float a, const float *restrict x, int d
 // y = Σ_{j<count} alpha[j] X_j, token by token
 void dwa_average(OpsContext *ctx, float *y, const float *X, size_t x_stride, const float *alpha, int count,
                  int n_tok, int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static) if ((size_t)n_tok * d >= PAR_MIN)
     for (int t = 0; t < n_tok; t++) {
@@ -63,6 +65,7 @@ static inline size_t chunk_start(int c, int n_tok) { return (size_t)n_tok * c / 
 void dwa_backward(OpsContext *ctx, float *dX, size_t dx_stride, float *dalpha, float *scratch, const float *dnext,
                   const float *dx, const float *X, size_t x_stride, const float *alpha, int count, int n_tok,
                   int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
     double *parts = (double *)(scratch + NCHUNK * round16((size_t)d));
 #pragma omp parallel for schedule(static) if ((size_t)n_tok * d >= PAR_MIN)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 #include "vmath.h"
 
 
@@ -15,6 +16,7 @@
 // tokens [n], emb [V, d] -> out [n, d]
 void embedding_forward(OpsContext *ctx, float *restrict out, const int *restrict tokens,
                        const float *restrict emb, int n, int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
@@ -26,6 +28,7 @@ void embedding_forward(OpsContext *ctx, float *restrict out, const int *restrict
 // order without atomics, whatever the thread count.
 void embedding_backward(OpsContext *ctx, float *restrict demb, const float *restrict dout,
                         const int *restrict tokens, int n, int d, int V) {
+    OPS_TIMED(ctx);
     (void)ctx;
     (void)V; // tokens are assumed to lie in [0, V)
     enum { TILE = 64 };
@@ -46,6 +49,7 @@ void embedding_backward(OpsContext *ctx, float *restrict demb, const float *rest
 // gate, up [n] -> h [n]
 void swiglu_forward(OpsContext *ctx, float *restrict h, const float *restrict gate, const float *restrict up,
                     size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
@@ -58,6 +62,7 @@ void swiglu_forward(OpsContext *ctx, float *restrict h, const float *restrict ga
 // silu'(g) = s·(1 + g·(1 − s)) with s = sigmoid(g).
 void swiglu_backward(OpsContext *ctx, float *restrict dgate, float *restrict dup, const float *restrict dh,
                      const float *restrict gate, const float *restrict up, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
@@ -113,6 +118,7 @@ static double row_exp_inplace(float *restrict x, int V, float m) {
 // (deterministic).
 double xent_forward(OpsContext *ctx, float *restrict losses, float *restrict lse, const float *restrict logits,
                     const int *restrict targets, int n, int V) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
@@ -130,6 +136,7 @@ double xent_forward(OpsContext *ctx, float *restrict losses, float *restrict lse
 // logits [n, V], targets [n] -> logp [n] = x[target] − max − log Σ exp(x − max)
 void token_logprobs(OpsContext *ctx, double *restrict logp, const float *restrict logits,
                     const int *restrict targets, int n, int V) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
@@ -145,6 +152,7 @@ void token_logprobs(OpsContext *ctx, double *restrict logp, const float *restric
 // transformed in place, so one code path serves both cases.
 void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n, int V,
                    float scale, float z_scale) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
@@ -164,6 +172,7 @@ void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const i
 
 // out = a + b, all [n]; out may alias a or b (elementwise, same index)
 void vec_add(OpsContext *ctx, float *out, const float *a, const float *b, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
@@ -171,6 +180,7 @@ void vec_add(OpsContext *ctx, float *out, const float *a, const float *b, size_t
 
 // out += a, both [n]
 void vec_acc(OpsContext *ctx, float *restrict out, const float *restrict a, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] += a[i];
@@ -178,6 +188,7 @@ void vec_acc(OpsContext *ctx, float *restrict out, const float *restrict a, size
 
 // out += s·a, both [n]
 void vec_scale_acc(OpsContext *ctx, float *restrict out, const float *restrict a, float s, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] += s * a[i];
@@ -185,18 +196,21 @@ void vec_scale_acc(OpsContext *ctx, float *restrict out, const float *restrict a
 
 // out = a, [n]
 void vec_copy(OpsContext *ctx, float *restrict out, const float *restrict a, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
     if (out != a) memcpy(out, a, n * sizeof(float));
 }
 
 // out = 0, [n]
 void vec_zero(OpsContext *ctx, float *out, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
     memset(out, 0, n * sizeof(float));
 }
 
 // out += a + b, all [n]
 void vec_acc2(OpsContext *ctx, float *restrict out, const float *restrict a, const float *restrict b, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] += a[i] + b[i];
@@ -205,6 +219,7 @@ void vec_acc2(OpsContext *ctx, float *restrict out, const float *restrict a, con
 // out = a + s·b, all [n]
 void vec_axpy(OpsContext *ctx, float *restrict out, const float *restrict a, float s, const float *restrict b,
               size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + s * b[i];
@@ -212,6 +227,7 @@ void vec_axpy(OpsContext *ctx, float *restrict out, const float *restrict a, flo
 
 // out [rows, d] = row [d] at every row
 void rows_broadcast(OpsContext *ctx, float *restrict out, const float *restrict row, int rows, int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static) if ((size_t)rows * d >= PAR_MIN)
     for (int t = 0; t < rows; t++) memcpy(out + (size_t)t * d, row, sizeof(float) * d);
@@ -220,6 +236,7 @@ void rows_broadcast(OpsContext *ctx, float *restrict out, const float *restrict 
 // dsum [d] += Σ_r in[r, :]: each task owns TILE columns (one cache line) and
 // walks the rows in order, in double: deterministic for any thread count.
 void rows_sum(OpsContext *ctx, float *restrict dsum, const float *restrict in, int rows, int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
     enum { TILE = 16 };
     const int tiles = (d + TILE - 1) / TILE;
@@ -235,6 +252,7 @@ void rows_sum(OpsContext *ctx, float *restrict dsum, const float *restrict in, i
 
 // Σ a² in fixed chunks summed in order: the same bits whatever the thread count.
 void sum_squares(OpsContext *ctx, double *out, const float *a, size_t n, size_t block) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const size_t blocks = (n + block - 1) / block;
 #pragma omp parallel for schedule(static)
@@ -251,6 +269,7 @@ void sum_squares(OpsContext *ctx, double *out, const float *a, size_t n, size_t 
 // An element that is not decayed is multiplied by 1 (exact): one pass for both.
 void adamw_update(OpsContext *ctx, float *restrict p, float *restrict m, float *restrict v,
                   const float *restrict g, const unsigned char *restrict decay, size_t n, AdamWStep s) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const float step_size = s.lr / s.bc1, shrink = 1.0f - s.lr * s.weight_decay;
 #pragma omp parallel for schedule(static)
@@ -264,6 +283,7 @@ void adamw_update(OpsContext *ctx, float *restrict p, float *restrict m, float *
 }
 
 void ema_update(OpsContext *ctx, float *restrict ema, const float *restrict p, float decay, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const float rest = 1.0f - decay;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)

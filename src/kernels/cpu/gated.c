@@ -1,5 +1,6 @@
 // delta_mh's gated read x = r + a·y (SPEC §2.7): its backward in one pass.
 #include "kernels/ops.h"
+#include "context.h"
 
 enum {
     NCHUNK = 64,     // fixed token chunks of the da reduction
@@ -27,6 +28,7 @@ static inline size_t chunk_start(int c, int n_tok) { return (size_t)n_tok * c / 
 // fixed token chunk, chunks in order.
 void gated_read_backward(OpsContext *ctx, float *restrict dr, float *restrict dy, float *da,
                          const float *restrict dx, const float *restrict y, float a, int n_tok, int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
     double part[NCHUNK];
 #pragma omp parallel for schedule(static) if ((size_t)n_tok * d >= PAR_MIN)

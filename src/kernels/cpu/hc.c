@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 
 enum {
     NS = 4,          // streams
@@ -30,6 +31,7 @@ static inline const float *stream(HcStreams H, int i) { return H.base + (size_t)
 
 // x [n] = Σ_i p_i H_i
 void hc_read(OpsContext *ctx, float *restrict x, HcStreams H, const float p[4], size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const float *restrict h0 = stream(H, 0), *restrict h1 = stream(H, 1);
     const float *restrict h2 = stream(H, 2), *restrict h3 = stream(H, 3);
@@ -41,6 +43,7 @@ void hc_read(OpsContext *ctx, float *restrict x, HcStreams H, const float p[4], 
 // new_j = Σ_i A[j, i] H_i + β_j o, and x_next = Σ_j p_j new_j from the same registers.
 void hc_write(OpsContext *ctx, float *out, size_t out_stride, float *restrict x_next, HcStreams H,
               const float *restrict o, const float A_in[16], const float beta[4], const float p_in[4], size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
     float A[NS * NS], b[NS], p[NS];  // by value: the loop provably does not alias them
     memcpy(A, A_in, sizeof A);
@@ -108,6 +111,7 @@ static inline size_t chunk_start(int c, int n_tok) { return (size_t)n_tok * c / 
 void hc_backward(OpsContext *ctx, double S[25], float *G, size_t g_stride, float *dout, const float *dx,
                  HcStreams H, const float *o, const float A[16], const float beta[4], const float p[4],
                  int fresh, int n_tok, int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
     HcCoef cf;
     memcpy(cf.A, A, sizeof cf.A);
@@ -142,6 +146,7 @@ void hc_backward(OpsContext *ctx, double S[25], float *G, size_t g_stride, float
 // demb += Σ_r (G_r + p_r dx)
 void hc_first_read_backward(OpsContext *ctx, float *restrict demb, const float *G, size_t g_stride,
                             const float *restrict dx, const float p[4], size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const float *restrict g0 = G, *restrict g1 = G + g_stride;
     const float *restrict g2 = G + 2 * g_stride, *restrict g3 = G + 3 * g_stride;

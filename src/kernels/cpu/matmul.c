@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 
 // in [M, K], w [N, K] -> out [M, N] (overwritten)
 void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w, int M, int K, int N) {
+    OPS_TIMED(ctx);
     (void)ctx;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { // empty sum; BLAS would reject ld = 0
@@ -23,6 +25,7 @@ void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w
 // skipped if NULL), dw [N, K] += doutᵀ · in (accumulates)
 void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
                      const float *w, int M, int K, int N) {
+    OPS_TIMED(ctx);
     (void)ctx;
     if (M <= 0 || K <= 0) return;
     if (din) {

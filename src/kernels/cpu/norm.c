@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 
 // Sum of squares of one row. `omp simd` lets gcc vectorise the float
 // reduction without -ffast-math; the lane order is fixed, so it is
@@ -17,6 +18,7 @@ static inline float row_sumsq(const float *restrict x, int d) {
 // in [rows, d], w [d] -> out [rows, d], rstd [rows]
 void rmsnorm_forward(OpsContext *ctx, float *restrict out, float *restrict rstd, const float *restrict in,
                      const float *restrict w, int rows, int d, float eps) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
@@ -63,6 +65,7 @@ static void rmsnorm_dw(float *restrict dw, const float *restrict dout,
 void rmsnorm_backward(OpsContext *ctx, float *restrict din, float *restrict dw, const float *restrict dout,
                       const float *restrict in, const float *restrict w,
                       const float *restrict rstd, int rows, int d) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {

@@ -3,10 +3,12 @@
 #include <stddef.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 
 // -> cos_t, sin_t [max_pos, hd/2], angle = pos · inv_freq[j], in double so
 // large positions keep full float accuracy.
 void rope_table(OpsContext *ctx, float *cos_t, float *sin_t, int max_pos, int hd, const double *inv_freq) {
+    OPS_TIMED(ctx);
     (void)ctx;
     int half = hd / 2;
     for (int j = 0; j < half; j++) {
@@ -47,6 +49,7 @@ static void rope_apply(float *x, int B, int T, int n_heads, int hd, int pos0,
 // x [B, T, n_heads, hd], in place
 void rope_forward(OpsContext *ctx, float *x, int B, int T, int n_heads, int hd, int pos0,
                   const float *cos_t, const float *sin_t) {
+    OPS_TIMED(ctx);
     (void)ctx;
     rope_apply(x, B, T, n_heads, hd, pos0, cos_t, sin_t, 1.0f);
 }
@@ -55,6 +58,7 @@ void rope_forward(OpsContext *ctx, float *x, int B, int T, int n_heads, int hd, 
 // transpose is the rotation by −angle.
 void rope_backward(OpsContext *ctx, float *dx, int B, int T, int n_heads, int hd, int pos0,
                    const float *cos_t, const float *sin_t) {
+    OPS_TIMED(ctx);
     (void)ctx;
     rope_apply(dx, B, T, n_heads, hd, pos0, cos_t, sin_t, -1.0f);
 }

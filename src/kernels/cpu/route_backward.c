@@ -224,6 +224,7 @@ static void backward(RouteGrads dS, float *dq, float *dg, float *scratch, const 
 void route_backward(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float *scratch,
                     const float *dx, const float *w, RouteSources S, const float *q,
                     const float *g, int n_tok, int d, int H, float eps) {
+    OPS_TIMED(ctx);
     (void)ctx;
     backward(dS, dq, dg, scratch, dx, w, S, q, g, n_tok, d, H, eps, 0);
 }
@@ -231,6 +232,7 @@ void route_backward(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float 
 void route_backward_set(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float *scratch,
                         const float *dx, const float *w, RouteSources S, const float *q,
                         const float *g, int n_tok, int d, int H, float eps) {
+    OPS_TIMED(ctx);
     (void)ctx;
     backward(dS, dq, dg, scratch, dx, w, S, q, g, n_tok, d, H, eps, 1);
 }

@@ -11,6 +11,7 @@
 // use the key weight qg = q ⊙ g, computed once per call into the scratch.
 #pragma once
 #include "kernels/ops.h"
+#include "kernels/cpu/context.h"
 #include "kernels/cpu/vmath.h"
 
 #include <math.h>

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "kernels/ops.h"
+#include "context.h"
 
 static inline const float *row(RouteSources S, int n) {
     return S.tail && n == S.n - 1 ? S.tail : S.base + (size_t)n * S.stride;
@@ -16,6 +17,7 @@ static inline const float *row(RouteSources S, int n) {
 // on a loaded machine a token split gave different bits run to run.
 void route_weight_stats(OpsContext *ctx, double *entropy, double *first, double *last, const float *w,
                         int n_src, int n_tok, int H) {
+    OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < H; h++) {
@@ -71,6 +73,7 @@ static double kl(const double *lp, const double *lr, int n) {
 
 void route_probe_width(OpsContext *ctx, double *out, RouteSources S, const float *q, const float *g,
                        int n_tok, int d, int slices, float eps) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const int N = S.n;
 #pragma omp parallel
@@ -98,6 +101,7 @@ void route_probe_width(OpsContext *ctx, double *out, RouteSources S, const float
 
 void route_probe_heads(OpsContext *ctx, double *out, RouteSources S, const float *q, const float *g,
                        int n_tok, int d, int H, float eps) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const int N = S.n;
 #pragma omp parallel
@@ -121,6 +125,7 @@ void route_probe_heads(OpsContext *ctx, double *out, RouteSources S, const float
 
 double route_probe_weight_error(OpsContext *ctx, const float *w, RouteSources S, const float *q,
                                 const float *g, int n_tok, int d, int H, float eps) {
+    OPS_TIMED(ctx);
     (void)ctx;
     const int N = S.n;
     double worst = 0;

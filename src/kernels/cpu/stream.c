@@ -1,6 +1,7 @@
 // The streaming-read probe of mhar bench (ops.h): a sum that runs at the
 // memory's pace, not at the pace of one chain of dependent adds.
 #include "kernels/ops.h"
+#include "context.h"
 
 // Chunks: fixed in number, not per thread, so the result does not depend on
 // the thread count; enough of them that a static schedule still gives every
@@ -21,6 +22,7 @@ static double chunk_sum(const float *restrict a, size_t n) {
 }
 
 double stream_sum(OpsContext *ctx, const float *a, size_t n) {
+    OPS_TIMED(ctx);
     (void)ctx;
     double part[CHUNKS];
 #pragma omp parallel for schedule(static)
