@@ -15,6 +15,7 @@
 
 #include "analysis/plot.h"
 #include "analysis/report.h"
+#include "analysis/routing_log.h"
 #include "check.h"
 #include "io/atomic.h"
 #include "model/config.h"
@@ -252,9 +253,37 @@ static void test_plain_runs(void) {
         snprintf(name, sizeof name, "cont-delta-mh-s%d", s);
         make_plain_run(name, "delta_mh", 8, 3, s, conv[s - 1]);
     }
+    // the converted arm's routing statistics: two evaluations, a one-source
+    // site (no entropy to show) and a two-source one, with gates
+    const char *routing =
+        "{\"step\": 10, \"heads\": 2, \"sites\": [{\"site\": \"layers.0.attn\", \"n_sources\": 1, "
+        "\"entropy\": [0, 0], \"res_alpha\": 0.01}, {\"site\": \"layers.0.mlp\", \"n_sources\": 2, "
+        "\"entropy\": [0.6931, 0.6931], \"res_alpha\": -0.02}]}\n"
+        "{\"step\": 120, \"heads\": 2, \"sites\": [{\"site\": \"layers.0.attn\", \"n_sources\": 1, "
+        "\"entropy\": [0, 0], \"res_alpha\": 0.5}, {\"site\": \"layers.0.mlp\", \"n_sources\": 2, "
+        "\"entropy\": [0.2, 0.4], \"res_alpha\": -0.25}]}\n";
+    write_bytes(tpath("plain/runs/cont-delta-mh-s1/routing.jsonl"), routing, strlen(routing));
+    RoutingLog lg;
+    int rc = routing_log_load(tpath("plain/runs/cont-delta-mh-s1/routing.jsonl"), &lg);
+    CHECK(rc == 0 && lg.n_records == 2 && lg.n_sites == 2 && lg.step[1] == 120 && lg.n_sources[1] == 2 &&
+          !strcmp(lg.site[1], "layers.0.mlp") && isnan(lg.entropy_norm[0]) &&
+          close_to(lg.entropy_norm[3], 0.3 / log(2.0), 1e-12) && lg.res_alpha && lg.res_alpha[2] == 0.5 &&
+          lg.res_alpha[3] == -0.25, "routing_log_series", "rc %d (%s)", rc, mhar_error());
+    if (!rc) routing_log_free(&lg);
+    const char *bad[3] = {"{\"step\": 10}\n", "{\"step\": 10, \"sites\": [{\"site\": \"a\", \"n_sources\": 2, "
+                          "\"entropy\": [0.5]}]}\n{\"step\": 20, \"sites\": [{\"site\": \"b\", \"n_sources\": 2, "
+                          "\"entropy\": [0.5]}]}\n", "{\"step\": 10, \"sites\": [{\"site\": \"a\", \"n_sources\": 2, "
+                          "\"entropy\": [0.5]}]}\nnot json\n"};
+    const char *why[3] = {":1: not a routing record", ":2: site 0 is b, the first record's is a", "invalid JSON"};
+    for (int k = 0; k < 3; k++) {
+        write_bytes(tpath("bad-routing.jsonl"), bad[k], strlen(bad[k]));
+        rc = routing_log_load(tpath("bad-routing.jsonl"), &lg);
+        CHECK(rc != 0 && has(mhar_error(), why[k]) && has(mhar_error(), "bad-routing.jsonl"), "routing_log_refuses",
+              "case %d: rc %d, '%s'", k, rc, mhar_error());
+    }
     Report rep;
     FILE *notes = tmpfile();
-    int rc = report_load(&rep, tpath("plain"), notes);
+    rc = report_load(&rep, tpath("plain"), notes);
     long noted = ftell(notes);
     fclose(notes);
     CHECK(rc == 0 && rep.n_runs == 4 && rep.n_groups == 2 && noted == 0, "report_plain_runs_load",
@@ -269,12 +298,21 @@ static void test_plain_runs(void) {
           "report_plain_runs_paired", "n %d mean %.17g sd %.17g", p.n, p.mean, p.sd);
     report_free(&rep);
     ReportSummary sum;
-    rc = report_make(tpath("plain"), 0, NULL, &sum);
+    rc = report_make(tpath("plain"), 1, NULL, &sum);
     char *md = rc ? NULL : slurp(tpath("plain/report.md"));
     CHECK(md && has(md, "4 of 4 runs were trained by `mhar train` outside a sweep") && !has(md, "- code: commit") &&
           has(md, "| cont-delta-mh-s2 | 2 | done | 120/120 | 12 | 3.0600 (11) |"), "report_plain_runs_md",
           "%.400s", md ? md : mhar_error());
+    CHECK(md && has(md, "## Routing over training") &&
+          has(md, "- **cont-delta-mh-s1**, step 120 (2 evaluations): entropy / ln n 0.433 to 0.433 over 2 sites; "
+                  "gates res_alpha -0.250 to +0.500\n") &&
+          has(md, "](plots/routing_cont-delta-mh-s1.png)") && has(md, "](plots/gates_cont-delta-mh-s1.png)") &&
+          !has(md, "cont-delta-mh-s2**"), "report_routing_md", "%.600s", md ? md : mhar_error());
     free(md);
+    char *dat = slurp(tpath("plain/plots/routing_cont-delta-mh-s1.dat"));
+    CHECK(dat && !has(dat, "layers.0.attn") && has(dat, "# layers.0.mlp\n10 0.9999") && has(dat, "\n120 0.43"),
+          "report_routing_plot_data", "%.300s", dat ? dat : "(none)");
+    free(dat);
 }
 
 static void test_errors(void) {
@@ -299,6 +337,14 @@ static void test_plot(void) {
     char *dat = slurp(tpath("p1.dat")), *gp = slurp(tpath("p1.gp"));
     CHECK(rc == 1 && dat && !strcmp(dat, "# a \"q\"\n1 5 0.5\n2 6 0\n4 7 0.25\n\n\n\n# b\n2 1\n4 2\n\n\n\n# ref\nnan nan nan\n\n\n"),
           "plot_data_blocks", "rc %d, dat:\n%s", rc, dat ? dat : "(none)");
+    PlotSeries many[9];
+    for (int k = 0; k < 9; k++) many[k] = (PlotSeries){"s", SERIES_LINES, x1, y1, NULL, 3};
+    Plot pm = {tmpdir, "p9", "nine", "x", "y", NAN, 0};
+    plot_draw(&pm, many, 9);
+    char *gp9 = slurp(tpath("p9.gp"));
+    CHECK(gp9 && has(gp9, "index 7 using 1:2 with lines lw 2 title") && has(gp9, "index 8 using 1:2 with lines lw 2 dashtype 2"),
+          "plot_lines_after_eight_dashed", "%s", gp9 ? gp9 : "(none)");
+    free(gp9);
     CHECK(gp && has(gp, "set xtics (\"1\" 1, \"2\" 2, \"4\" 4)\n") && has(gp, "set xrange [0.666667:6]\n") &&
           has(gp, "title \"a \\\"q\\\"\"") && has(gp, "3 with lines dashtype 2 lw 2 title \"ref\"") &&
           has(gp, "\"p1.dat\" index 1 using 1:2 with lines"), "plot_script", "%s", gp ? gp : "(none)");

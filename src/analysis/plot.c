@@ -101,7 +101,11 @@ static int write_script(const char *path, const Plot *p, const PlotSeries *s, in
         if (s[i].style == SERIES_HLINE) fprintf(f, "%.10g with lines dashtype 2 lw 2", s[i].y[0]);
         else if (s[i].style == SERIES_ERRORBARS)
             fprintf(f, "\"%s\" index %d using 1:2:3 with yerrorlines lw 2 pt 7", dat, i);
-        else fprintf(f, "\"%s\" index %d using 1:2 with lines lw 2", dat, i);
+        else {
+            // gnuplot's colours repeat after 8: later lines are dashed, then dotted, ...
+            fprintf(f, "\"%s\" index %d using 1:2 with lines lw 2", dat, i);
+            if (i >= 8) fprintf(f, " dashtype %d", 1 + i / 8);
+        }
         fprintf(f, " title ");
         put_quoted(f, s[i].title);
     }

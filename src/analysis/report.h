@@ -115,5 +115,10 @@ void report_plot_curves(const Report *rep, int lo, int hi, const char *plots_dir
                         const char *label, ReportSummary *sum, FILE *md);
 void report_plot_heads(const Report *rep, int lo, int hi, const char *plots_dir, const char *key,
                        const char *label, ReportSummary *sum, FILE *md);
+// Routing over training, for every run with a routing.jsonl (report_plots.c):
+// per run one line (the last evaluation's read entropy / ln n over the sites,
+// the gates' range) and, with plots_dir, its figures: per site the read
+// entropy / ln n against the step, and delta_mh's gates res_alpha.
+void report_routing(const Report *rep, const char *plots_dir, ReportSummary *sum, FILE *md);
 // report.json's object: every group and run with their numbers.
 cJSON *report_json(const Report *rep);

@@ -427,6 +427,7 @@ static void md_body(FILE *md, const Report *rep, const char *plots, ReportSummar
                     "and scripts are in `plots/`, draw them with `gnuplot FILE.gp` there.*\n\n");
     if (plots && sum->plots_failed) fprintf(md, "*%d plots failed: %s*\n\n", sum->plots_failed, sum->first_error);
     md_probes(md, rep);
+    report_routing(rep, plots, sum, md);
     md_runs(md, rep);
 }
 

@@ -3,9 +3,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plot.h"
 #include "report.h"
+#include "routing_log.h"
 #include "residual/residual.h"
 #include "stats.h"
 #include "util/common.h"
@@ -170,4 +172,70 @@ void report_plot_heads(const Report *rep, int lo, int hi, const char *plots, con
     plot_heads_loss(hg, n, rg, refs, n_ref, plots, key, label, sum, md);
     if (n_ref == 0 || !rg[0] || rg[0]->n == 0 || !plot_heads_delta(hg, n, rg, refs, n_ref, plots, key, label, sum, md))
         fprintf(md, "\n");
+}
+
+// One run's routing figures: one line per site (sites that read one source
+// have no entropy to show); values [n_records · n_sites], site-major rows.
+static void plot_sites(const RoutingLog *lg, const double *values, const char *plots, const char *name,
+                       const char *title, const char *ylabel, ReportSummary *sum, FILE *md) {
+    PlotSeries *s = calloc(lg->n_sites, sizeof *s);
+    double *y = calloc((size_t)lg->n_sites * lg->n_records, sizeof *y);
+    int ns = 0;
+    for (int i = 0; s && y && i < lg->n_sites; i++) {
+        if (isnan(values[i])) continue;
+        double *yi = y + (size_t)i * lg->n_records;
+        for (int r = 0; r < lg->n_records; r++) yi[r] = values[(size_t)r * lg->n_sites + i];
+        s[ns++] = (PlotSeries){lg->site[i], SERIES_LINES, lg->step, yi, NULL, lg->n_records};
+    }
+    if (ns) {
+        Plot p = {plots, name, title, "step", ylabel, NAN, 0};
+        tally(sum, plot_draw(&p, s, ns));
+        fprintf(md, "![%s](plots/%s.png)\n", title, name);
+    }
+    free(y);
+    free(s);
+}
+
+void report_routing(const Report *rep, const char *plots, ReportSummary *sum, FILE *md) {
+    int header = 0;
+    for (int i = 0; i < rep->n_runs; i++) {
+        const ReportRun *r = &rep->runs[i];
+        char path[MHAR_PATH_MAX];
+        RoutingLog lg;
+        if (path_join(path, sizeof path, r->dir, "routing.jsonl") || access(path, F_OK) != 0) continue;
+        if (!header++) fprintf(md, "## Routing over training\n\nPer run, from its `routing.jsonl`: the read entropy "
+                                   "of each site, mean over heads, divided by ln n (1: uniform over its n sources; "
+                                   "0: one source), and for delta_mh each site's gate res_alpha (0: the read adds "
+                                   "nothing).\n\n");
+        if (routing_log_load(path, &lg)) { fprintf(md, "- %s: %s\n", r->r.name, mhar_error()); continue; }
+        const int last = lg.n_records - 1;
+        double lo = INFINITY, hi = -INFINITY, alo = INFINITY, ahi = -INFINITY;
+        for (int k = 0; k < lg.n_sites; k++) {
+            const double e = lg.entropy_norm[(size_t)last * lg.n_sites + k];
+            if (!isnan(e)) lo = fmin(lo, e), hi = fmax(hi, e);
+            if (lg.res_alpha) {
+                const double a = lg.res_alpha[(size_t)last * lg.n_sites + k];
+                alo = fmin(alo, a), ahi = fmax(ahi, a);
+            }
+        }
+        fprintf(md, "- **%s**, step %.0f (%d evaluations): entropy / ln n %.3f to %.3f over %d sites", r->r.name,
+                lg.step[last], lg.n_records, lo, hi, lg.n_sites);
+        if (lg.res_alpha) fprintf(md, "; gates res_alpha %+.3f to %+.3f", alo, ahi);
+        fprintf(md, "\n");
+        if (plots) {
+            char name[200], title[300];
+            fprintf(md, "\n");
+            snprintf(name, sizeof name, "routing_%s", r->r.name);
+            snprintf(title, sizeof title, "%s: read entropy / ln n per site, mean over heads", r->r.name);
+            plot_sites(&lg, lg.entropy_norm, plots, name, title, "entropy / ln n", sum, md);
+            if (lg.res_alpha) {
+                snprintf(name, sizeof name, "gates_%s", r->r.name);
+                snprintf(title, sizeof title, "%s: gate res_alpha per site", r->r.name);
+                plot_sites(&lg, lg.res_alpha, plots, name, title, "res_alpha", sum, md);
+            }
+            fprintf(md, "\n");
+        }
+        routing_log_free(&lg);
+    }
+    if (header) fprintf(md, "\n");
 }

@@ -17,7 +17,9 @@ static const char *usage =
     "of them, said so, when it has fewer); tables give mean +- sample sd over\n"
     "seeds and the paired difference to baseline (same seed: same init and data\n"
     "order). Unfinished runs are listed, not counted.\n"
-    "probe.json files (mhar probe --run) are tabled beside the losses.\n"
+    "probe.json files (mhar probe --run) are tabled beside the losses, and\n"
+    "routing.jsonl files drawn as routing over training (read entropy / ln n\n"
+    "per site; delta_mh's gates).\n"
     "DIR/runs/ may also hold runs of mhar train itself (no run.json): their\n"
     "scheme comes from config.json, their recipe and seed from\n"
     "checkpoint/state.json, their preset from the model's shape.";
