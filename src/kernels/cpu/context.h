@@ -19,6 +19,6 @@ void ops_op_end(OpsContext *ctx, const char *name, double start);
 typedef struct { OpsContext *ctx; const char *name; double start; } OpsOpTimer;
 static inline void ops_op_timer_end(OpsOpTimer *t) { ops_op_end(t->ctx, t->name, t->start); }
 // First line of an op: times it, under the function's name, until it returns.
-#define OPS_TIMED(ctx)                                                             \
-    OpsOpTimer ops_op_timer_ __attribute__((cleanup(ops_op_timer_end))) = {(ctx), \
-                                                                           __func__, ops_op_begin(ctx)}
+#define OPS_TIMED(ctx)                                                          \
+    OpsOpTimer ops_op_timer_ __attribute__((cleanup(ops_op_timer_end), unused)) = { \
+        (ctx), __func__, ops_op_begin(ctx)}
