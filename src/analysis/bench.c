@@ -264,29 +264,25 @@ int bench_limits(BenchLimits *out) {
     return in_child(limits_child, NULL, out, sizeof *out, &ru) ? mhar_fail("the machine's probes failed") : MHAR_OK;
 }
 
-// A scheme's op profile over its K rounds: per name, the median of the
-// rounds' ms per step (a name a round lacks counts 0 there); v: K doubles.
+// A scheme's op profile over its K rounds: that of the round whose mean
+// step is the median (the lower of the middle two), so that its ops add up
+// to its step; the "residual" region on its own, the median over the
+// rounds (the figure set against the floor). v: K doubles.
 static void profile_medians(BenchResult *r, const BenchSample *s, int K, double *v) {
-    r->n_prof = 0;
+    for (int k = 0; k < K; k++) v[k] = s[k].step_mean_s;
+    const double mid = median(v, K);
+    int km = 0;
     for (int k = 0; k < K; k++)
-        for (int e = 0; e < s[k].n_prof; e++) {
-            int seen = 0;
-            for (int q = 0; q < r->n_prof; q++) seen |= !strcmp(r->prof[q].name, s[k].prof[e].name);
-            if (!seen && r->n_prof < OPS_PROFILE_MAX) r->prof[r->n_prof++] = s[k].prof[e];
-        }
-    r->residual_ms = 0;
-    for (int q = 0; q < r->n_prof; q++) {
-        OpsProfileEntry *e = &r->prof[q];
-        for (int k = 0; k < K; k++) {
-            v[k] = 0;
-            for (int f = 0; f < s[k].n_prof; f++)
-                if (!strcmp(s[k].prof[f].name, e->name)) v[k] = 1e3 * s[k].prof[f].seconds;
-        }
-        e->seconds = median(v, K) / 1e3;
-        if (e->region && !strcmp(e->name, "residual")) r->residual_ms = 1e3 * e->seconds;
+        if (fabs(s[k].step_mean_s - mid) < fabs(s[km].step_mean_s - mid)) km = k;
+    r->n_prof = s[km].n_prof;
+    memcpy(r->prof, s[km].prof, sizeof *r->prof * (size_t)r->n_prof);
+    r->prof_step_ms = 1e3 * s[km].step_mean_s;
+    for (int k = 0; k < K; k++) {
+        v[k] = 0;
+        for (int f = 0; f < s[k].n_prof; f++)
+            if (s[k].prof[f].region && !strcmp(s[k].prof[f].name, "residual")) v[k] = 1e3 * s[k].prof[f].seconds;
     }
-    for (int k = 0; k < K; k++) v[k] = 1e3 * s[k].step_mean_s;
-    r->prof_step_ms = median(v, K);
+    r->residual_ms = median(v, K);
 }
 
 // Rounds of every scheme, each round led by the machine's probes (so the

@@ -120,12 +120,12 @@ typedef struct {
     // median over the rounds of each round's difference), and the floor of
     // it from the extra traffic (bench_floor_s).
     double extra_ms, floor_ms;
-    // Where its step goes: the op profile, ms per step (each round's mean
-    // over its timed steps, then the median over the rounds; regions
-    // flagged), the step's mean ms the same way, and the "residual" region
-    // (all of the scheme's work inside the step) against the floor of its
-    // whole traffic (bench_floor_s against nothing): a direct measure that
-    // the noise of two whole steps does not blur.
+    // Where its step goes: the op profile, ms per step (the mean over the
+    // timed steps of the round whose mean step is the median; regions
+    // flagged) and that round's mean step, and the "residual" region (all
+    // of the scheme's work inside the step; median over the rounds) against
+    // the floor of its whole traffic (bench_floor_s against nothing): a
+    // direct measure that the noise of two whole steps does not blur.
     OpsProfileEntry prof[OPS_PROFILE_MAX];
     int n_prof;
     double prof_step_ms, residual_ms, residual_floor_ms;

@@ -98,7 +98,7 @@ static void print_profile(const BenchPlan *p, const BenchRun *b) {
         for (int c = a; c > 0 && prof_ms(&b->r[0], names[c]) > prof_ms(&b->r[0], names[c - 1]); c--) {
             const char *t = names[c]; names[c] = names[c - 1]; names[c - 1] = t;
         }
-    printf("where the step goes, ms per step (op profile: each round's mean over its steps, median of the rounds; "
+    printf("where the step goes, ms per step (op profile of the round with the median step, mean over its steps; "
            "an op >= 1%% of some step):\n%-24s", "op");
     for (int i = 0; i < p->n; i++) printf(" %11s", p->scheme[i].name);
     printf("\n");
