@@ -270,10 +270,13 @@ static void test_plain_runs(void) {
           close_to(lg.entropy_norm[3], 0.3 / log(2.0), 1e-12) && lg.res_alpha && lg.res_alpha[2] == 0.5 &&
           lg.res_alpha[3] == -0.25, "routing_log_series", "rc %d (%s)", rc, mhar_error());
     if (!rc) routing_log_free(&lg);
-    const char *bad[3] = {"{\"step\": 10}\n", "{\"step\": 10, \"sites\": [{\"site\": \"a\", \"n_sources\": 2, "
-                          "\"entropy\": [0.5]}]}\n{\"step\": 20, \"sites\": [{\"site\": \"b\", \"n_sources\": 2, "
-                          "\"entropy\": [0.5]}]}\n", "{\"step\": 10, \"sites\": [{\"site\": \"a\", \"n_sources\": 2, "
-                          "\"entropy\": [0.5]}]}\nnot json\n"};
+    // one line each, so that no array element is a concatenation (clang warns of those)
+    static const char bad0[] = "{\"step\": 10}\n";
+    static const char bad1[] = "{\"step\": 10, \"sites\": [{\"site\": \"a\", \"n_sources\": 2, \"entropy\": [0.5]}]}\n"
+                               "{\"step\": 20, \"sites\": [{\"site\": \"b\", \"n_sources\": 2, \"entropy\": [0.5]}]}\n";
+    static const char bad2[] = "{\"step\": 10, \"sites\": [{\"site\": \"a\", \"n_sources\": 2, \"entropy\": [0.5]}]}\n"
+                               "not json\n";
+    const char *bad[3] = {bad0, bad1, bad2};
     const char *why[3] = {":1: not a routing record", ":2: site 0 is b, the first record's is a", "invalid JSON"};
     for (int k = 0; k < 3; k++) {
         write_bytes(tpath("bad-routing.jsonl"), bad[k], strlen(bad[k]));
