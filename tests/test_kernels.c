@@ -275,6 +275,21 @@ static void test_blas_core(void) {
     }
 }
 
+// vec_zero on a buffer large enough for its threaded path (pieces of whole
+// lines per thread): every element cleared, nothing past the end touched.
+static void test_vec_zero_large(size_t n) {
+    float *a = mhar_alloc(sizeof(float) * (n + 16));
+    if (!a) { CHECK(0, "vec_zero_large", "out of memory"); return; }
+    for (size_t i = 0; i < n + 16; i++) a[i] = 1.0f;
+    vec_zero(ctx, a, n);
+    size_t nonzero = 0, tail = 0;
+    for (size_t i = 0; i < n; i++) nonzero += a[i] != 0.0f;
+    for (size_t i = n; i < n + 16; i++) tail += a[i] == 1.0f;
+    CHECK(nonzero == 0 && tail == 16, "vec_zero_large", "n %zu: %zu not cleared, %zu of 16 after the end kept", n,
+          nonzero, tail);
+    mhar_free(a);
+}
+
 // The op profile (ops.h): off, nothing is counted; on, each op under its
 // name with its calls, a caller's region flagged as one, the ops' time
 // inside the region's and the region's inside the wall time around it; an
@@ -338,6 +353,8 @@ int main(void) {
     test_xent_in_place(13, 1001, 1);
     test_vec_add_alias(100003);
     test_vec_add_alias(5);
+    test_vec_zero_large((size_t)1 << 20);
+    test_vec_zero_large(((size_t)1 << 21) + 37);
     test_profile();
     CHECK_EXIT();
 }
