@@ -39,6 +39,23 @@ static void put_json(const char *path, cJSON *j) {
     cJSON_Delete(j);
 }
 
+// dir/metrics.jsonl with an evaluation every 10 steps up to step (with a
+// training line before each when train_lines): the first 10.0 (outside the
+// last 11 of 12), every later one `metric`.
+static void write_metrics(const char *dir, int step, double metric, int train_lines) {
+    char text[4096], path[600];
+    size_t n = 0;
+    for (int e = 10; e <= step; e += 10) {
+        if (train_lines)
+            n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"loss\":3.5,\"lr\":0.001,\"grad_norm\":1,"
+                          "\"tok_per_s\":1000,\"tokens\":%d}\n", e, e * 32);
+        n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"val_loss\":%.17g,\"val_tokens\":64}\n", e,
+                      e == 10 ? 10.0 : metric);
+    }
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    write_bytes(path, text, n);
+}
+
 // One run directory under sw/runs: run.json, checkpoint/state.json at step
 // of 120, and metrics.jsonl with an evaluation every 10 steps up to step:
 // the first 10.0 (outside the last 11 of 12), every later one `metric`.
@@ -71,16 +88,7 @@ static void make_run(const char *preset, const char *residual, const char *metho
     cJSON_AddNumberToObject(st, "steps", 120);
     snprintf(path, sizeof path, "%s/checkpoint/state.json", dir);
     put_json(path, st);
-    char text[4096];
-    size_t n = 0;
-    for (int e = 10; e <= step; e += 10) {
-        n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"loss\":3.5,\"lr\":0.001,\"grad_norm\":1,\"tok_per_s\":1000,"
-                      "\"tokens\":%d}\n", e, e * 32);
-        n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"val_loss\":%.17g,\"val_tokens\":64}\n", e,
-                      e == 10 ? 10.0 : metric);
-    }
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    write_bytes(path, text, n);
+    write_metrics(dir, step, metric, 1);
 }
 
 static void make_sweep(void) {
@@ -232,13 +240,7 @@ static void make_plain_run(const char *name, const char *residual, int heads, in
     run_options_to_json(&o, RUN_STATE, st);
     snprintf(path, sizeof path, "%s/checkpoint/state.json", dir);
     put_json(path, st);
-    char text[4096];
-    size_t n = 0;
-    for (int e = 10; e <= 120; e += 10)
-        n += snprintf(text + n, sizeof text - n, "{\"step\":%d,\"val_loss\":%.17g,\"val_tokens\":64}\n", e,
-                      e == 10 ? 10.0 : metric);
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    write_bytes(path, text, n);
+    write_metrics(dir, 120, metric, 0);
 }
 
 static void test_plain_runs(void) {
