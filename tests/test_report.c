@@ -56,23 +56,28 @@ static void write_metrics(const char *dir, int step, double metric, int train_li
     write_bytes(path, text, n);
 }
 
-// One run directory under sw/runs: run.json, checkpoint/state.json at step
+// Where make_run puts its runs, and their lr (test_slices changes both).
+static const char *runs_dir = "sw/runs";
+static double run_lr = 1e-3;
+
+// One run directory under runs_dir: run.json, checkpoint/state.json at step
 // of 120, and metrics.jsonl with an evaluation every 10 steps up to step:
 // the first 10.0 (outside the last 11 of 12), every later one `metric`.
 static void make_run(const char *preset, const char *residual, const char *method, int heads, int blocks,
                      int seed, double metric, int step) {
     SweepRun r = {0};
     run_options_default(&r.opt);
-    snprintf(r.name, sizeof r.name, "%s-%s-s%d", preset, method, seed);
+    snprintf(r.name, sizeof r.name, "%s-%s-lr%g-s%d", preset, method, run_lr, seed);
+    if (run_lr == 1e-3) snprintf(r.name, sizeof r.name, "%s-%s-s%d", preset, method, seed);
     snprintf(r.opt.preset, sizeof r.opt.preset, "%s", preset);
     snprintf(r.opt.residual, sizeof r.opt.residual, "%s", residual);
     snprintf(r.method, sizeof r.method, "%s", method);
-    r.opt.heads = heads, r.opt.blocks = blocks, r.opt.seed = seed, r.opt.lr = 1e-3, r.opt.steps = 120, r.opt.warmup = 6;
+    r.opt.heads = heads, r.opt.blocks = blocks, r.opt.seed = seed, r.opt.lr = run_lr, r.opt.steps = 120, r.opt.warmup = 6;
     r.opt.batch = 2, r.opt.seq = 16, r.opt.accum = 1, r.opt.eval_every = 10, r.opt.eval_batches = 2, r.opt.save_every = 10;
     snprintf(r.opt.train, sizeof r.opt.train, "/data/train.bin");
     snprintf(r.opt.val, sizeof r.opt.val, "/data/val.bin");
     char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s", tpath("sw/runs"));
+    snprintf(dir, sizeof dir, "%s", tpath(runs_dir));
     snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", r.name);
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/checkpoint", dir);
@@ -357,6 +362,67 @@ static void test_plot(void) {
     free(gp);
 }
 
+// Loss against slice width across presets: routing schemes at their best
+// lr, paired with baseline at its best lr; nano's d 128 and micro's d 256.
+static void test_slices(void) {
+    mkdir(tpath("sl"), 0755);
+    mkdir(tpath("sl/runs"), 0755);
+    runs_dir = "sl/runs";
+    const double nb1[2] = {3.00, 3.10}, nb2[2] = {2.95, 3.05}, na1[2] = {2.90, 3.00}, na2[2] = {3.20, 3.30},
+                 nh8[2] = {2.99, 3.05}, mb[2] = {2.50, 2.60}, ma[2] = {2.42, 2.50}, mh4[2] = {2.40, 2.52},
+                 mh8[2] = {2.45, 2.55};
+    for (int s = 1; s <= 2; s++) {
+        run_lr = 1e-3;
+        make_run("nano", "baseline", "baseline", 0, 0, s, nb1[s - 1], 120);
+        make_run("nano", "attnres", "attnres", 1, 0, s, na1[s - 1], 120);
+        make_run("nano", "mhar", "mhar-h8", 8, 0, s, nh8[s - 1], 120);
+        make_run("micro", "baseline", "baseline", 0, 0, s, mb[s - 1], 120);
+        make_run("micro", "attnres", "attnres", 1, 0, s, ma[s - 1], 120);
+        make_run("micro", "mhar", "mhar-h4", 4, 0, s, mh4[s - 1], 120);
+        make_run("micro", "mhar", "mhar-h8", 8, 0, s, mh8[s - 1], 120);
+        make_run("micro", "block", "block-h2-b2", 2, 2, s, 2.0, 120);   // blocks: not on the width axis
+        run_lr = 2e-3;
+        make_run("nano", "baseline", "baseline", 0, 0, s, nb2[s - 1], 120);
+        make_run("nano", "attnres", "attnres", 1, 0, s, na2[s - 1], 120);
+    }
+    runs_dir = "sw/runs", run_lr = 1e-3;
+    Report rep;
+    ReportSlice rows[16];
+    int n = report_load(&rep, tpath("sl"), NULL) ? -1 : report_slices(&rep, rows, 16);
+    // nano: attnres (lr 1e-3) and H 8 against baseline at 2e-3; micro: H 1, 4, 8 against baseline at 1e-3
+    const int want_h[5] = {1, 8, 1, 4, 8}, want_d[5] = {128, 128, 256, 256, 256};
+    const double want[5] = {-0.05, 0.02, -0.09, -0.09, -0.05};
+    int ok = n == 5 && report_slice_presets(rows, n) == 2;
+    for (int i = 0; ok && i < 5; i++)
+        ok = rows[i].heads == want_h[i] && rows[i].d == want_d[i] && rows[i].p.n == 2 &&
+             close_to(rows[i].p.mean, want[i], 1e-9) && rows[i].base->lr == (i < 2 ? 2e-3 : 1e-3) &&
+             rows[i].g->lr == 1e-3;
+    CHECK(ok, "report_slices_best_lr_pairs", "%d rows", n);
+    if (n >= 0) report_free(&rep);
+    ReportSummary sum;
+    int rc = report_make(tpath("sl"), 1, NULL, &sum);
+    char *md = slurp(tpath("sl/report.md")), *dat = slurp(tpath("sl/plots/slices.dat")), *js = slurp(tpath("sl/report.json"));
+    CHECK(rc == 0 && md && has(md, "## Loss against slice width d/H") &&
+          has(md, "| nano | 128 | 8 | 16 | 0.001 | 3.0200 ± 0.0424 (n 2) | +0.0200 ± 0.0283 (n 2, t 1.0) |") &&
+          has(md, "| micro | 256 | 4 | 64 | 0.001 |") && has(md, "](plots/slices.png)"),
+          "report_md_slices", "%s", md && strstr(md, "## Loss against") ? strstr(md, "## Loss against") : "(none)");
+    CHECK(dat && has(dat, "# nano\n128 -0.05 ") && has(dat, "\n16 0.02 ") && has(dat, "# micro\n256 -0.09 ") &&
+          has(dat, "\n32 -0.05 ") &&
+          has(dat, "# baseline\nnan nan nan"), "report_slices_plot_data", "%s", dat ? dat : "(none)");
+    cJSON *j = js ? cJSON_Parse(js) : NULL;
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(j, "slice_width"), *r4 = cJSON_GetArrayItem(sa, 4);
+    const cJSON *mbj = cJSON_GetObjectItemCaseSensitive(r4, "minus_baseline");
+    CHECK(cJSON_GetArraySize(sa) == 5 && cJSON_GetObjectItemCaseSensitive(r4, "width")->valueint == 32 &&
+          close_to(cJSON_GetObjectItemCaseSensitive(mbj, "mean")->valuedouble, -0.05, 1e-9),
+          "report_json_slices", "%.300s", js ? js : "(none)");
+    cJSON_Delete(j);
+    free(md), free(dat), free(js);
+    // One preset's heads alone: the H plots cover it, no slice section.
+    char *sw = slurp(tpath("sw/report.md"));
+    CHECK(sw && !has(sw, "slice width"), "report_md_no_slices_in_one_preset", "section present");
+    free(sw);
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(path);
@@ -373,6 +439,7 @@ int main(void) {
     test_errors();
     test_plot();
     test_make();
+    test_slices();
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_EXIT();
 }

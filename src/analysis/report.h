@@ -106,6 +106,22 @@ int report_heads_groups(const ReportGroup *gs, int lo, int hi, const ReportGroup
 // has the same seeds (nothing to add) or none in common.
 int report_heads_on_common_seeds(const ReportGroup *const *hg, int n, uint64_t *common, double *y);
 
+// ---- loss against slice width d/H, across presets (report.c)
+// A from-scratch routing scheme at its best lr in its preset (the lowest
+// mean over that preset's lrs), paired by seed with the reference scheme at
+// the reference's best lr there: the comparison that survives a change of
+// preset, whose losses differ by far more than any method's effect.
+typedef struct {
+    const ReportGroup *g, *base;
+    int d, heads;              // the preset's width; H (1: the single-head scheme)
+    Paired p;                  // g - base, same seed
+} ReportSlice;
+// The rows, by preset (in table order) and then H, one per (preset, H);
+// returns their count.
+int report_slices(const Report *rep, ReportSlice *out, int cap);
+// How many presets they span.
+int report_slice_presets(const ReportSlice *rows, int n);
+
 // ---- output
 // report.md at path; plots under plots_dir (NULL: none drawn), tallied in sum.
 int report_write_md(const Report *rep, const char *path, const char *plots_dir, ReportSummary *sum);
@@ -115,6 +131,9 @@ void report_plot_curves(const Report *rep, int lo, int hi, const char *plots_dir
                         const char *label, ReportSummary *sum, FILE *md);
 void report_plot_heads(const Report *rep, int lo, int hi, const char *plots_dir, const char *key,
                        const char *label, ReportSummary *sum, FILE *md);
+// Each preset's paired difference to baseline against d/H, one line per
+// preset (report_slices' rows), linked into md.
+void report_plot_slices(const ReportSlice *rows, int n, const char *plots_dir, ReportSummary *sum, FILE *md);
 // Routing over training, for every run with a routing.jsonl (report_plots.c):
 // per run one line (the last evaluation's read entropy / ln n over the sites,
 // the gates' range) and, with plots_dir, its figures: per site the read

@@ -59,5 +59,30 @@ cJSON *report_json(const Report *rep) {
     cJSON *ga = cJSON_AddArrayToObject(j, "groups"), *ra = cJSON_AddArrayToObject(j, "runs");
     for (int i = 0; i < rep->n_groups; i++) cJSON_AddItemToArray(ga, group_json(rep->groups, rep->n_groups, &rep->groups[i]));
     for (int i = 0; i < rep->n_runs; i++) cJSON_AddItemToArray(ra, run_json(&rep->runs[i]));
+    ReportSlice rows[128];
+    int n = report_slices(rep, rows, 128);
+    if (report_slice_presets(rows, n) >= 2) {   // as report.md: only across presets
+        cJSON *sa = cJSON_AddArrayToObject(j, "slice_width");
+        for (int i = 0; i < n; i++) {
+            const ReportSlice *r = &rows[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "preset", r->g->preset);
+            cJSON_AddStringToObject(o, "method", r->g->method);
+            cJSON_AddNumberToObject(o, "d", r->d);
+            cJSON_AddNumberToObject(o, "heads", r->heads);
+            cJSON_AddNumberToObject(o, "width", r->d / r->heads);
+            cJSON_AddNumberToObject(o, "lr", r->g->lr);
+            cJSON_AddNumberToObject(o, "n", r->g->n);
+            cJSON_AddNumberToObject(o, "mean", r->g->mean);
+            if (r->p.n) {
+                cJSON *q = cJSON_AddObjectToObject(o, "minus_baseline");
+                cJSON_AddNumberToObject(q, "n", r->p.n);
+                cJSON_AddNumberToObject(q, "mean", r->p.mean);
+                if (r->p.n > 1) cJSON_AddNumberToObject(q, "sd", r->p.sd);
+                cJSON_AddNumberToObject(q, "baseline_lr", r->base->lr);
+            }
+            cJSON_AddItemToArray(sa, o);
+        }
+    }
     return j;
 }

@@ -336,6 +336,30 @@ static void md_best_lr(FILE *md, const ReportGroup *gs, int ng) {
     fprintf(md, "\n");
 }
 
+// Loss against slice width d/H when routing runs span presets (nano's d 128
+// and micro's d 256, say): the paired difference to baseline, each at its
+// best lr, is the axis the presets share.
+static void md_slices(FILE *md, const Report *rep, const char *plots, ReportSummary *sum) {
+    ReportSlice rows[128];
+    int n = report_slices(rep, rows, 128);
+    if (report_slice_presets(rows, n) < 2) return;
+    fprintf(md, "## Loss against slice width d/H\n\nEach routing scheme at its best lr in its preset, minus "
+                "%s at %s's best lr there, on the same seeds (negative: better than the standard residual). "
+                "A head reads a slice of d/H coordinates; H = 1 is %s.\n\n"
+                "| preset | d | H | slice width d/H | lr | loss (mean ± sd, n) | − %s (at its best lr) |\n"
+                "|---|---|---|---|---|---|---|\n",
+            report_reference_scheme(), report_reference_scheme(), report_single_head_scheme(),
+            report_reference_scheme());
+    for (int i = 0; i < n; i++) {
+        const ReportSlice *r = &rows[i];
+        char a[64], b[96];
+        fprintf(md, "| %s | %d | %d | %d | %g | %s (n %d) | %s |\n", r->g->preset, r->d, r->heads, r->d / r->heads,
+                r->g->lr, fmt_ms(a, sizeof a, r->g->mean, r->g->sd, r->g->n), r->g->n, fmt_paired(b, sizeof b, &r->p));
+    }
+    fprintf(md, "\n");
+    if (plots) report_plot_slices(rows, n, plots, sum, md);
+}
+
 // probe.json of each run, then per group over seeds.
 static void md_probes(FILE *md, const Report *rep) {
     int n_probe = 0;
@@ -422,6 +446,7 @@ static void md_body(FILE *md, const Report *rep, const char *plots, ReportSummar
         lo = hi;
     }
     if (multi_lr(rep)) md_best_lr(md, rep->groups, rep->n_groups);
+    md_slices(md, rep, plots, sum);
     if (plots && sum->missing_gnuplot)
         fprintf(md, "*Plots not drawn: gnuplot is not installed (Debian: `apt-get install gnuplot-nox`); the data "
                     "and scripts are in `plots/`, draw them with `gnuplot FILE.gp` there.*\n\n");

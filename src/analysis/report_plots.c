@@ -174,6 +174,32 @@ void report_plot_heads(const Report *rep, int lo, int hi, const char *plots, con
         fprintf(md, "\n");
 }
 
+void report_plot_slices(const ReportSlice *rows, int n, const char *plots, ReportSummary *sum, FILE *md) {
+    PlotSeries s[17];
+    double x[128], y[128], e[128], zero = 0;
+    int ns = 0, m = 0;
+    for (int lo = 0, hi; lo < n && ns < 16; lo = hi) {
+        for (hi = lo; hi < n && !strcmp(rows[hi].g->preset, rows[lo].g->preset); hi++) {}
+        const int first = m;
+        for (int i = lo; i < hi; i++) {
+            if (rows[i].p.n == 0) continue;
+            x[m] = (double)rows[i].d / rows[i].heads, y[m] = rows[i].p.mean, e[m] = rows[i].p.sd;
+            m++;
+        }
+        if (m > first)
+            s[ns++] = (PlotSeries){rows[lo].g->preset, SERIES_ERRORBARS, x + first, y + first, e + first, m - first};
+    }
+    if (ns == 0) return;
+    s[ns++] = (PlotSeries){report_reference_scheme(), SERIES_HLINE, NULL, &zero, NULL, 1};
+    char title[300];
+    snprintf(title, sizeof title, "paired difference to %s (mean of the last %d evals, each at its best lr) against "
+             "slice width d/H", report_reference_scheme(), STATS_TAIL_EVALS);
+    Plot p = {plots, "slices", title, "slice width d/H (coordinates a head reads)",
+              "method - baseline, same seed (nats/token)", NAN, 1};
+    tally(sum, plot_draw(&p, s, ns));
+    fprintf(md, "![paired difference to baseline against slice width](plots/slices.png)\n\n");
+}
+
 // One run's routing figures: one line per site (sites that read one source
 // have no entropy to show); values [n_records · n_sites], site-major rows.
 static void plot_sites(const RoutingLog *lg, const double *values, const char *plots, const char *name,

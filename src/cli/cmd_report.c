@@ -22,7 +22,10 @@ static const char *usage =
     "per site; delta_mh's gates).\n"
     "DIR/runs/ may also hold runs of mhar train itself (no run.json): their\n"
     "scheme comes from config.json, their recipe and seed from\n"
-    "checkpoint/state.json, their preset from the model's shape.";
+    "checkpoint/state.json, their preset from the model's shape.\n"
+    "When routing runs span presets, each routing scheme at its best lr minus\n"
+    "baseline at its best lr (same seeds) is tabled and drawn against the\n"
+    "slice width d/H a head reads (plots/slices.png), one line per preset.";
 
 int cmd_report(int argc, char **argv) {
     const char *dir = NULL;
