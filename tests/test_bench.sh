@@ -334,3 +334,16 @@ assert 'more than --max-memory' in j['shapes'][1]['reason'] and j['max_memory_gb
    grep -q "| seq | nano | | 16 | 256 | | skipped: needs about" "$W/skip/scaling.md"; then
     pass bench_scaling_skips
 else fail bench_scaling_skips "rc=$rc: $(cat "$W/skip.err")"; fi
+
+# tools/route_ab.sh: HEAD's route kernels against the working tree's, in one
+# program; it builds and prints both passes with a positive ratio, and bad
+# arguments are refused.
+tools/route_ab.sh -- 8 2 64 >"$W/ab.out" 2>"$W/ab.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "^route kernels, 17 sources x 64 tokens x d 256, H 8, from cache, 2 rounds" "$W/ab.out" &&
+   grep -Eq "^forward +A +[0-9.]+ ms +B +[0-9.]+ ms +B/A [0-9]+\.[0-9]{3}$" "$W/ab.out" &&
+   grep -Eq "^backward +A +[0-9.]+ ms +B +[0-9.]+ ms +B/A [0-9]+\.[0-9]{3}$" "$W/ab.out" &&
+   ! grep -q "B/A 0.000" "$W/ab.out"; then pass route_ab_builds_and_runs
+else fail route_ab_builds_and_runs "rc=$rc: $(cat "$W/ab.out" "$W/ab.err" | head -c 1500)"; fi
+tools/route_ab.sh -- 7 2 64 >"$W/ab_bad.out" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "usage: route_ab" "$W/ab_bad.out"; then pass route_ab_refuses_bad_heads
+else fail route_ab_refuses_bad_heads "rc=$rc: $(cat "$W/ab_bad.out")"; fi
