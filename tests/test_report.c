@@ -416,11 +416,17 @@ static void test_slices(void) {
           close_to(cJSON_GetObjectItemCaseSensitive(mbj, "mean")->valuedouble, -0.05, 1e-9),
           "report_json_slices", "%.300s", js ? js : "(none)");
     cJSON_Delete(j);
-    free(md), free(dat), free(js);
+    // The best-lr table pairs each method with baseline and attnres at their own best lrs:
+    // nano mhar-h8 (1e-3) - attnres (1e-3): +0.09, +0.05; attnres - baseline (2e-3): -0.05, -0.05.
+    CHECK(md && has(md, "| nano | mhar-h8 | 0.001 | 3.0200 ± 0.0424 (n 2) | +0.0200 ± 0.0283 (n 2, t 1.0) | "
+                        "+0.0700 ± 0.0283 (n 2, t 3.5) |") &&
+          has(md, "| nano | baseline | 0.002 | 3.0000 ± 0.0707 (n 2) | - | - |"),
+          "report_md_best_lr_pairs", "%s", md && strstr(md, "### Each method") ? strstr(md, "### Each method") : "(none)");
     // One preset's heads alone: the H plots cover it, no slice section.
     char *sw = slurp(tpath("sw/report.md"));
     CHECK(sw && !has(sw, "slice width"), "report_md_no_slices_in_one_preset", "section present");
     free(sw);
+    free(md), free(dat), free(js);
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
