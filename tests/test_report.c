@@ -420,7 +420,9 @@ static void test_slices(void) {
     // nano mhar-h8 (1e-3) - attnres (1e-3): +0.09, +0.05; attnres - baseline (2e-3): -0.05, -0.05.
     CHECK(md && has(md, "| nano | mhar-h8 | 0.001 | 3.0200 ± 0.0424 (n 2) | +0.0200 ± 0.0283 (n 2, t 1.0) | "
                         "+0.0700 ± 0.0283 (n 2, t 3.5) |") &&
-          has(md, "| nano | baseline | 0.002 | 3.0000 ± 0.0707 (n 2) | - | - |"),
+          has(md, "| nano | baseline | 0.002 | 3.0000 ± 0.0707 (n 2) | - | - |") &&
+          // equal differences (-0.05 twice): an sd of 0, not of rounding, and no t
+          has(md, "| nano | attnres | 0.001 | 2.9500 ± 0.0707 (n 2) | -0.0500 ± 0.0000 (n 2) |"),
           "report_md_best_lr_pairs", "%s", md && strstr(md, "### Each method") ? strstr(md, "### Each method") : "(none)");
     // One preset's heads alone: the H plots cover it, no slice section.
     char *sw = slurp(tpath("sw/report.md"));

@@ -324,6 +324,8 @@ Paired report_paired(const ReportGroup *a, const ReportGroup *b) {
     p.n = stats_paired_diff(a->vals, a->seeds, a->n, b->vals, b->seeds, b->n, d);
     p.mean = stats_mean(d, p.n);
     p.sd = stats_sd(d, p.n);
+    // Equal differences leave an sd of rounding (~1e-16), not 0: no t then.
+    if (p.sd <= 1e-9 * fabs(p.mean)) p.sd = 0;
     p.t = p.n > 1 && p.sd > 0 ? p.mean / (p.sd / sqrt(p.n)) : NAN;
     for (int i = 0; i < p.n; i++) p.better += d[i] < 0;
     free(d);
