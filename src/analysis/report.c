@@ -370,13 +370,11 @@ int report_heads_groups(const ReportGroup *gs, int lo, int hi, const ReportGroup
     return n;
 }
 
-// The group of gs with g's preset and method (and runs) that has the lowest
-// mean: its best lr. Ties keep the first in table order.
-static const ReportGroup *best_lr_group(const Report *rep, const ReportGroup *g, const char *method) {
+const ReportGroup *report_best_lr(const Report *rep, const char *preset, const char *method) {
     const ReportGroup *best = NULL;
     for (int k = 0; k < rep->n_groups; k++) {
         const ReportGroup *c = &rep->groups[k];
-        if (strcmp(c->preset, g->preset) || strcmp(c->method, method) || !c->n || !isfinite(c->mean)) continue;
+        if (strcmp(c->preset, preset) || strcmp(c->method, method) || !c->n || !isfinite(c->mean)) continue;
         if (!best || c->mean < best->mean) best = c;
     }
     return best;
@@ -388,14 +386,14 @@ int report_slices(const Report *rep, ReportSlice *out, int cap) {
         const ReportGroup *g = &rep->groups[i];
         const ResidualScheme *sc = residual_find(g->residual);
         Config c;
-        if (!sc || !sc->from_scratch || !report_routes_heads(g->residual) || best_lr_group(rep, g, g->method) != g ||
+        if (!sc || !sc->from_scratch || !report_routes_heads(g->residual) || report_best_lr(rep, g->preset, g->method) != g ||
             config_preset(g->preset, &c))
             continue;
         const int H = report_group_heads(g);
         int dup = 0;   // attnres and mhar-h1 are the same model: the first is kept
         for (int k = 0; k < n; k++) dup |= !strcmp(out[k].g->preset, g->preset) && out[k].heads == H;
         if (dup) continue;
-        ReportSlice r = {g, best_lr_group(rep, g, report_reference_scheme()), c.hidden_size, H, {0, 0, 0, 0, 0}};
+        ReportSlice r = {g, report_best_lr(rep, g->preset, report_reference_scheme()), c.hidden_size, H, {0, 0, 0, 0, 0}};
         r.p = report_paired(g, r.base);
         int at = n++;   // insertion: by preset as the table has them, then H
         for (; at > 0 && !strcmp(out[at - 1].g->preset, g->preset) && out[at - 1].heads > H; at--) out[at] = out[at - 1];

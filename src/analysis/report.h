@@ -106,6 +106,10 @@ int report_heads_groups(const ReportGroup *gs, int lo, int hi, const ReportGroup
 // has the same seeds (nothing to add) or none in common.
 int report_heads_on_common_seeds(const ReportGroup *const *hg, int n, uint64_t *common, double *y);
 
+// The group of `method` in `preset` (with finished runs) of the lowest mean:
+// that method at its best lr. Ties keep the first in table order; NULL if none.
+const ReportGroup *report_best_lr(const Report *rep, const char *preset, const char *method);
+
 // ---- loss against slice width d/H, across presets (report.c)
 // A from-scratch routing scheme at its best lr in its preset (the lowest
 // mean over that preset's lrs), paired by seed with the reference scheme at

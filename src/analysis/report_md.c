@@ -311,26 +311,22 @@ static void md_section(FILE *md, const Report *rep, int lo, int hi, const char *
 // With several learning rates: each method at its own best lr (the lowest
 // mean metric over seeds), and its paired difference to baseline at
 // baseline's best lr -- every method gets the best of the same lr set.
-static void md_best_lr(FILE *md, const ReportGroup *gs, int ng) {
+static void md_best_lr(FILE *md, const Report *rep) {
+    const ReportGroup *gs = rep->groups;
     const char *ref = report_reference_scheme(), *single = report_single_head_scheme();
     fprintf(md, "### Each method at its best learning rate\n\nThe lr with the lowest mean metric of the same lr "
                 "set, per method and preset; the differences pair seeds with %s (and, for a routing scheme, "
                 "%s) at its own best lr.\n\n| preset | method | best lr | loss (mean ± sd, n) | − %s (at its best "
                 "lr) | − %s (at its best lr) |\n|---|---|---|---|---|---|\n", ref, single, ref, single);
-    for (int i = 0; i < ng; i++) {
-        int first = 1;
+    for (int i = 0; i < rep->n_groups; i++) {
+        int first = 1;   // one row per (preset, method), where the table first has it
         for (int k = 0; k < i; k++) first &= strcmp(gs[k].preset, gs[i].preset) || strcmp(gs[k].method, gs[i].method);
-        if (!first) continue;
-        const ReportGroup *best = NULL, *bb = NULL, *ba = NULL;
-        for (int k = 0; k < ng; k++) {
-            if (strcmp(gs[k].preset, gs[i].preset) || !gs[k].n || !isfinite(gs[k].mean)) continue;
-            if (!strcmp(gs[k].method, gs[i].method) && (!best || gs[k].mean < best->mean)) best = &gs[k];
-            if (!strcmp(gs[k].method, ref) && (!bb || gs[k].mean < bb->mean)) bb = &gs[k];
-            if (!strcmp(gs[k].method, single) && (!ba || gs[k].mean < ba->mean)) ba = &gs[k];
-        }
+        const ReportGroup *best = first ? report_best_lr(rep, gs[i].preset, gs[i].method) : NULL;
         if (!best) continue;
         char a[64], b[96], c[96];
-        Paired p = report_paired(best, bb), pa = report_routes(best->residual) ? report_paired(best, ba) : (Paired){0};
+        Paired p = report_paired(best, report_best_lr(rep, best->preset, ref));
+        Paired pa = report_routes(best->residual) ? report_paired(best, report_best_lr(rep, best->preset, single))
+                                                  : (Paired){0};
         fprintf(md, "| %s | %s | %g | %s (n %d) | %s | %s |\n", best->preset, best->method, best->lr,
                 fmt_ms(a, sizeof a, best->mean, best->sd, best->n), best->n, fmt_paired(b, sizeof b, &p),
                 fmt_paired(c, sizeof c, &pa));
@@ -447,7 +443,7 @@ static void md_body(FILE *md, const Report *rep, const char *plots, ReportSummar
         md_section(md, rep, lo, hi, plots, sum);
         lo = hi;
     }
-    if (multi_lr(rep)) md_best_lr(md, rep->groups, rep->n_groups);
+    if (multi_lr(rep)) md_best_lr(md, rep);
     md_slices(md, rep, plots, sum);
     if (plots && sum->missing_gnuplot)
         fprintf(md, "*Plots not drawn: gnuplot is not installed (Debian: `apt-get install gnuplot-nox`); the data "
