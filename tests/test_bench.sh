@@ -198,8 +198,21 @@ try:
           and abs(m["tok_ratio"] - statistics.median(r)) <= rel * m["tok_ratio"]
           and abs(m["tok_ratio_min"] - min(r)) <= rel * min(r) and abs(m["tok_ratio_max"] - max(r)) <= rel * max(r)
           and abs(m["extra_ms"] - extra) <= rel * abs(extra) + 0.01
-          and any(l.split()[0] == "mhar" and printed_range(l.split()[-1], m) for l in lines if l.split()))
+          and any(l.split()[0] == "mhar" and printed_range(l.split()[-2], m) for l in lines if l.split()))
     print("PASS bench_repeat_paired_ratios" if ok else f"FAIL bench_repeat_paired_ratios: {m} vs {r}, {extra}")
+    # mfu pairs each round's tokens/s with that round's sgemm probe
+    sg = j["round_sgemm_gflops"]
+    ok = len(sg) == 3 and all(abs(x - y) <= 0.006 for x, y in zip(sorted(sg), (j["sgemm_gflops_min"], j["sgemm_gflops"], j["sgemm_gflops_max"])))
+    for name, s in j["schemes"].items():
+        flops = s["model_gflops"] * 1e9 / s["tok_per_s"]
+        mfu = [flops * t / 1e9 / g for t, g in zip(s["round_tok_per_s"], sg)]
+        row = next(l.split() for l in lines if l.split() and l.split()[0] == name)
+        lo, hi = (float(x) for x in row[-1].rstrip("%").split("-"))
+        ok = ok and abs(s["mfu"] - statistics.median(mfu)) <= 2e-3 * s["mfu"] \
+            and abs(s["mfu_min"] - min(mfu)) <= 2e-3 * min(mfu) and abs(s["mfu_max"] - max(mfu)) <= 2e-3 * max(mfu) \
+            and abs(lo - 100 * s["mfu_min"]) <= 0.051 and abs(hi - 100 * s["mfu_max"]) <= 0.051 \
+            and abs(float(row[3].rstrip("%")) - 100 * s["mfu"]) <= 0.051
+    print("PASS bench_repeat_mfu_paired_by_round" if ok else f"FAIL bench_repeat_mfu_paired_by_round: {sg} {j['schemes']}")
 except Exception as e:
     print(f"FAIL bench_repeat_paired_ratios: {e!r}")
 EOF

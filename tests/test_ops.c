@@ -175,9 +175,15 @@ static void swiglu_bwd(Backend *be, Case *c) {
 static void xent_fwd(Backend *be, Case *c) {
     c->out[1][0] = (float)xent_forward(be->ctx, c->out[0], NULL, c->in[0], c->ids, c->p[0], c->p[1]);
 }
-static void xent_bwd(Backend *be, Case *c) {
-    xent_backward(be->ctx, c->din[0], c->in[0], c->ids, c->p[0], c->p[1], c->dout[0][0], 0.0f);
+// The backward takes the forward's lse, as in the model.
+static void xent_bwd_after_forward(Backend *be, Case *c, float z_scale) {
+    float *losses = malloc(sizeof(float) * (size_t)c->p[0]), *lse = malloc(sizeof(float) * (size_t)c->p[0]);
+    xent_forward(be->ctx, losses, lse, c->in[0], c->ids, c->p[0], c->p[1]);
+    xent_backward(be->ctx, c->din[0], c->in[0], lse, c->ids, c->p[0], c->p[1], c->dout[0][0], z_scale);
+    free(losses);
+    free(lse);
 }
+static void xent_bwd(Backend *be, Case *c) { xent_bwd_after_forward(be, c, 0.0f); }
 // With z-loss: outputs losses, lse and XENT_Z·lse² (its own coefficient, so
 // a term weighted wrongly against the cross-entropy's shows); the backward
 // is the gradient of scale·Σ losses + z_scale·Σ lse², both scales the
@@ -187,9 +193,7 @@ static void xent_z_fwd(Backend *be, Case *c) {
     xent_forward(be->ctx, c->out[0], c->out[1], c->in[0], c->ids, c->p[0], c->p[1]);
     for (int i = 0; i < c->p[0]; i++) c->out[2][i] = XENT_Z * c->out[1][i] * c->out[1][i];
 }
-static void xent_z_bwd(Backend *be, Case *c) {
-    xent_backward(be->ctx, c->din[0], c->in[0], c->ids, c->p[0], c->p[1], c->dout[0][0], c->dout[2][0] * XENT_Z);
-}
+static void xent_z_bwd(Backend *be, Case *c) { xent_bwd_after_forward(be, c, c->dout[2][0] * XENT_Z); }
 
 static void token_logprobs_fwd(Backend *be, Case *c) {
     token_logprobs(be->ctx, c->outd[0], c->in[0], c->ids, c->p[0], c->p[1]);

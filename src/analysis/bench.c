@@ -296,7 +296,7 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
     for (int k = 0; k < K && !rc; k++) {
         BenchLimits lim;
         if ((rc = bench_limits(&lim))) break;
-        sg[k] = lim.sgemm_gflops, rd[k] = lim.bw.read_gbs, rmw[k] = lim.bw.rmw_gbs;
+        sg[k] = out->round_sgemm[k] = lim.sgemm_gflops, rd[k] = lim.bw.read_gbs, rmw[k] = lim.bw.rmw_gbs;
         out->bw.array_mib = lim.bw.array_mib, out->bw.llc_mb = lim.bw.llc_mb;
         fprintf(stderr, "  round %d  machine: sgemm %.1f GFLOP/s, read %.1f GB/s, read-modify-write %.1f GB/s\n",
                 k + 1, sg[k], rd[k], rmw[k]);
@@ -328,6 +328,9 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         for (int k = 0; k < K; k++) v[k] = t[k] / t_ref[k];
         const Spread ratio = spread(v, K);
         r->tok_ratio = ratio.median, r->ratio_min = ratio.min, r->ratio_max = ratio.max;
+        for (int k = 0; k < K; k++) v[k] = r->flops * t[k] / 1e9 / sg[k];
+        const Spread mfu = spread(v, K);
+        r->mfu = mfu.median, r->mfu_min = mfu.min, r->mfu_max = mfu.max;
         for (int k = 0; k < K; k++) v[k] = 1e3 * p->batch * p->seq * (1 / t[k] - 1 / t_ref[k]);
         r->extra_ms = median(v, K);  // kept for the routed schemes against baseline only (bench_run)
         r->peak_mb = median(mem + i * K, K);

@@ -111,6 +111,10 @@ typedef struct {
     // within each round and then the median (and range) over the rounds: a
     // machine whose speed drifts moves both sides of a pair together.
     double tok_ratio, ratio_min, ratio_max;
+    // Model FLOP/s over the sgemm rate probed in the same round, median (and
+    // range) over the rounds: the probe and the steps drift together on a
+    // shared machine, and two separate medians would not pair them.
+    double mfu, mfu_min, mfu_max;
     double flops;              // model FLOPs per token
     double step_ms;            // B·T / tok_s
     int modelled;              // bytes below are known
@@ -135,6 +139,7 @@ typedef struct {
     // The machine's limits, each round's probes (bench_limits, run before
     // the round's schemes) and their medians over the rounds.
     double sgemm_gflops, sgemm_min, sgemm_max;
+    double round_sgemm[BENCH_MAX_ROUNDS];
     BenchBandwidth bw;
     int rounds;
     double sources_mb;         // full routing's source buffer at this shape ((2L+1)·B·T·d floats)

@@ -41,15 +41,21 @@ static void print_table(const BenchPlan *p, const BenchRun *b) {
     snprintf(tok_h, sizeof tok_h, "tok/%s", ref);
     snprintf(mem_h, sizeof mem_h, "mem/%s", ref);
     snprintf(range_h, sizeof range_h, "rounds' tok/%s", ref);
+    if (b->rounds > 1)
+        printf("mfu: each round's model FLOP/s over that round's sgemm rate, median of the rounds (range at the right)\n");
     printf("%-12s %10s %12s %8s %9s %9s %9s", "scheme", "tok/s", "model GF/s", "mfu", "peak MB", tok_h, mem_h);
-    if (b->rounds > 1) printf("  %s", range_h);
+    if (b->rounds > 1) printf("  %-16s  %s", range_h, "rounds' mfu");
     printf("\n");
     for (int i = 0; i < p->n; i++) {
         const BenchResult *r = &b->r[i];
         double gf = r->flops * r->tok_s / 1e9;
-        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f", p->scheme[i].name, r->tok_s, gf,
-               100 * gf / b->sgemm_gflops, r->peak_mb, r->tok_ratio, r->peak_mb / base_mem);
-        if (b->rounds > 1) printf("  %.3f-%.3f", r->ratio_min, r->ratio_max);
+        printf("%-12s %10.0f %12.1f %7.1f%% %9.0f %9.3f %9.3f", p->scheme[i].name, r->tok_s, gf, 100 * r->mfu,
+               r->peak_mb, r->tok_ratio, r->peak_mb / base_mem);
+        if (b->rounds > 1) {
+            char range[40];
+            snprintf(range, sizeof range, "%.3f-%.3f", r->ratio_min, r->ratio_max);
+            printf("  %-16s  %.1f-%.1f%%", range, 100 * r->mfu_min, 100 * r->mfu_max);
+        }
         printf("\n");
     }
 }
@@ -171,8 +177,8 @@ static void print_torch(const BenchPlan *p, const BenchRun *b) {
 static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
     const BenchResult *r = &b->r[i], *base = &b->r[b->base >= 0 ? b->base : 0];
     double gf = r->flops * r->tok_s / 1e9;
-    jput(j, "\"tok_per_s\": %.1f, \"model_gflops\": %.2f, \"mfu\": %.4f, \"peak_rss_mb\": %.1f, \"step_ms\": %.3f",
-         r->tok_s, gf, gf / b->sgemm_gflops, r->peak_mb, r->step_ms);
+    jput(j, "\"tok_per_s\": %.1f, \"model_gflops\": %.2f, \"mfu\": %.4f, \"mfu_min\": %.4f, \"mfu_max\": %.4f, "
+         "\"peak_rss_mb\": %.1f, \"step_ms\": %.3f", r->tok_s, gf, r->mfu, r->mfu_min, r->mfu_max, r->peak_mb, r->step_ms);
     if (p->n > 1)
         jput(j, ", \"tok_ratio\": %.4f, \"tok_ratio_min\": %.4f, \"tok_ratio_max\": %.4f, \"mem_ratio\": %.4f",
              r->tok_ratio, r->ratio_min, r->ratio_max, r->peak_mb / base->peak_mb);
@@ -210,6 +216,9 @@ static void print_json(const BenchPlan *p, const BenchRun *b) {
              "\"sources_mb\": %.2f, \"probe_rounds\": %d, \"sgemm_gflops_min\": %.2f, \"sgemm_gflops_max\": %.2f, ",
          p->preset, p->batch, p->seq, p->vocab, b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib,
          b->bw.llc_mb, b->sources_mb, b->rounds, b->sgemm_min, b->sgemm_max);
+    jput(&j, "\"round_sgemm_gflops\": [");
+    for (int k = 0; k < b->rounds; k++) jput(&j, "%s%.2f", k ? ", " : "", b->round_sgemm[k]);
+    jput(&j, "], ");
     if (p->n == 1) {
         jput(&j, "\"residual\": \"%s\", ", p->scheme[0].name);
         scheme_json(&j, p, b, 0);

@@ -141,14 +141,16 @@ void swiglu_backward(OpsContext *ctx, float *dgate, float *dup, const float *dh,
 
 // ---- softmax cross-entropy (and PaLM's z-loss) ----------------------------------
 // logits [n, V], targets [n] -> losses [n] (natural log), and lse [n] the
-// log-sum-exp of each row (skipped if NULL). Returns the sum of the losses.
+// log-sum-exp of each row (skipped if NULL; the backward needs it). Returns
+// the sum of the losses.
 double xent_forward(OpsContext *ctx, float *losses, float *lse, const float *logits, const int *targets, int n,
                     int V);
-// The gradient of scale · Σ_i losses_i + z_scale · Σ_i lse_i²:
+// The gradient of scale · Σ_i losses_i + z_scale · Σ_i lse_i², with lse [n]
+// from xent_forward on the same logits:
 // dlogits = softmax(logits) · (scale + 2·z_scale·lse) − scale · onehot(target);
 // may alias logits.
-void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n,
-                   int V, float scale, float z_scale);
+void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const float *lse, const int *targets,
+                   int n, int V, float scale, float z_scale);
 
 // ---- log-probabilities of given tokens (scoring) -------------------------------
 // logits [n, V], targets [n] -> logp [n] = log softmax(logits row)[target]

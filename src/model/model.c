@@ -362,7 +362,7 @@ float model_forward(Model *m, const int *tokens, const int *targets) {
     m->z_term = 0;
     if (!targets) return 0.0f;
     if (targets != m->targets) memcpy(m->targets, targets, sizeof(int) * n);
-    double ce = xent_forward(m->ctx, m->losses, m->z_loss > 0 ? m->lse : NULL, m->logits, targets, n, V);
+    double ce = xent_forward(m->ctx, m->losses, m->lse, m->logits, targets, n, V);
     if (m->z_loss > 0) {
         double squares;
         sum_squares(m->ctx, &squares, m->lse, n, n);
@@ -387,7 +387,7 @@ void model_backward(Model *m, float loss_scale) {
     int n = m->B * m->T, d = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     res_zero_source_grads(m);
     float *dlogits = m->logits;  // in place: the logits are not needed again
-    xent_backward(m->ctx, dlogits, m->logits, m->targets, n, V, loss_scale / n, loss_scale * m->z_loss / n);
+    xent_backward(m->ctx, dlogits, m->logits, m->lse, m->targets, n, V, loss_scale / n, loss_scale * m->z_loss / n);
     matmul_backward(m->ctx, m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
     rmsnorm_backward(m->ctx, m->d_x, G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);

@@ -81,8 +81,7 @@ SIMD_MAX_M
     return m;
 }
 
-// Σ_j exp(x[j] − m) over a row of V, and with the _inplace variant also
-// x[j] <- exp(x[j] − m). Float sums over blocks of 256 vectorise (16 terms per
+// Σ_j exp(x[j] − m) over a row of V. Float sums over blocks of 256 vectorise (16 terms per
 // lane, ~1e-6 relative); the blocks add up in double, so the error does not
 // grow with V.
 enum { SUM_BLK = 256 };
@@ -98,23 +97,8 @@ static double row_sumexp(const float *restrict x, int V, float m) {
     return s;
 }
 
-static double row_exp_inplace(float *restrict x, int V, float m) {
-    double s = 0.0;
-    for (int j0 = 0; j0 < V; j0 += SUM_BLK) {
-        int n = V - j0 < SUM_BLK ? V - j0 : SUM_BLK;
-        float part = 0.0f;
-#pragma omp simd reduction(+ : part)
-        for (int j = j0; j < j0 + n; j++) {
-            x[j] = vexp(x[j] - m);
-            part += x[j];
-        }
-        s += part;
-    }
-    return s;
-}
-
 // logits [n, V], targets [n] -> losses [n] = logsumexp(row) − row[target],
-// lse [n] = logsumexp(row) when asked. Returns Σ losses, summed in row order
+// lse [n] = logsumexp(row) when asked (xent_backward needs it). Returns Σ losses, summed in row order
 // (deterministic).
 double xent_forward(OpsContext *ctx, float *restrict losses, float *restrict lse, const float *restrict logits,
                     const int *restrict targets, int n, int V) {
@@ -146,24 +130,23 @@ void token_logprobs(OpsContext *ctx, double *restrict logp, const float *restric
     }
 }
 
-// logits [n, V], targets [n] -> dlogits [n, V] = softmax·(scale + 2·z_scale·lse)
-// − scale·onehot: the gradient of scale·Σ losses + z_scale·Σ lse² (z-loss).
-// dlogits may alias logits: each row is copied (if needed) and then
-// transformed in place, so one code path serves both cases.
-void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const int *targets, int n, int V,
-                   float scale, float z_scale) {
+// logits [n, V], targets [n], lse [n] (xent_forward's) -> dlogits [n, V] =
+// exp(logits − lse)·(scale + 2·z_scale·lse) − scale·onehot: the gradient of
+// scale·Σ losses + z_scale·Σ lse² (z-loss). With the forward's lse each row
+// is one pass, read, exp, write, instead of three (max, exp and sum, scale):
+// the logits are the step's largest activation. dlogits may alias logits
+// (elementwise, same index).
+void xent_backward(OpsContext *ctx, float *dlogits, const float *logits, const float *lse, const int *targets, int n,
+                   int V, float scale, float z_scale) {
     OPS_TIMED(ctx);
     (void)ctx;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
-        float *restrict z = dlogits + (size_t)i * V;
-        if (z != logits + (size_t)i * V) memcpy(z, logits + (size_t)i * V, sizeof(float) * V);
-        float m = row_max(z, V);
-        double s = row_exp_inplace(z, V, m);
-        double w = scale;   // the softmax's weight (without z-loss the scale alone, bit for bit as before)
-        if (z_scale != 0.0f) w += 2.0 * z_scale * (log(s) + (double)m);
-        float c = (float)(w / s);
-        for (int j = 0; j < V; j++) z[j] *= c;
+        float *z = dlogits + (size_t)i * V;
+        const float *x = logits + (size_t)i * V;
+        const float L = lse[i], w = scale + 2.0f * z_scale * L;   // the softmax's weight
+#pragma omp simd
+        for (int j = 0; j < V; j++) z[j] = vexp(x[j] - L) * w;
         z[targets[i]] -= scale;
     }
 }
