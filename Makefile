@@ -38,6 +38,8 @@ endif
 # The routing kernels are written for fused multiply-adds (see their
 # headers); C11 mode forbids contracting a·b + c unless asked.
 %/kernels/cpu/route_forward.o %/kernels/cpu/route_backward.o: CFLAGS += -ffp-contract=fast
+# AdamW's sqrtf vectorises only when it need not set errno (its argument is ≥ 0).
+%/kernels/cpu/elementwise.o: CFLAGS += -fno-math-errno
 
 # The commit the binary is built from, for run provenance (mhar sweep):
 # regenerated on every make, rewritten only when it changes.
