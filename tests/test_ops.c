@@ -1376,6 +1376,9 @@ static const TestCase CASES[] = {
     {&MATMUL, {257, 130, 67}, 0, 1e-5, WHY_SUMS},
     {&MATMUL, {1, 7, 1}, 0, 1e-5, WHY_SUMS},
     {&MATMUL, {3, 4, 5}, 0, 1e-5, WHY_SUMS},
+    // out, then din, of 2²¹ floats: zeroed by matmul.c and summed with beta 1 (over NaN-filled outputs)
+    {&MATMUL, {8192, 8, 256}, 0, 1e-5, WHY_SUMS},
+    {&MATMUL, {8192, 256, 8}, 0, 1e-5, WHY_SUMS},
     // embedding: repeated tokens, odd d, n·d large enough for the parallel path
     {&EMBEDDING, {50, 131, 301}, 0, 1e-5, WHY_COPY},
     {&EMBEDDING, {5, 3, 7}, 0, 1e-5, WHY_COPY},
