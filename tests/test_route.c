@@ -280,6 +280,19 @@ static void plain_update(float *const *dsrc, float *const *src, int N, int T, in
         }                                                               \
     } while (0)
 
+// The sources' row stride (ops.h), which the model and both route benches
+// use: whole 64-byte lines, room for the row, and never a multiple of 4 KiB
+// (all N rows of a token in the same cache sets), also where n·d is one.
+static void test_row_stride(void) {
+    const int shapes[][2] = {{4096, 256}, {2048, 512}, {2048, 128}, {3, 5}, {1, 16}, {2, 2048}};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const size_t n = shapes[i][0], d = shapes[i][1], s = route_row_floats(n, d);
+        ok &= s >= n * d && s % 16 == 0 && s % 1024 != 0;
+    }
+    CHECK(ok, "route row stride: 64-byte lines, off the 4 KiB multiple", "a stride breaks the rule");
+}
+
 static void time_route(void) {
     const Dims m = {17, 4096, 256, 8};
     Prob p = prob_new(m, RANDOM, 5);
@@ -330,6 +343,7 @@ int main(int argc, char **argv) {
     test_zero_q();
     test_single_head();
     test_semantics();
+    test_row_stride();
     if (!(argc > 1 && !strcmp(argv[1], "--no-timing"))) time_route(), time_chain();
     CHECK_EXIT();
 }

@@ -51,20 +51,25 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int reps = 4096 / n, copies = n == 4096 ? COPIES : 1;
-    const size_t row = (size_t)n * d;
-    float *src[COPIES], *dsrc[COPIES];
-    for (int c = 0; c < copies; c++) src[c] = malloc(sizeof(float) * N * row), dsrc[c] = calloc(N * row, sizeof(float));
-    float *x = malloc(sizeof(float) * row), *dx = malloc(sizeof(float) * row);
-    float *w = malloc(sizeof(float) * N * (size_t)n * H), *q = malloc(sizeof(float) * d), *g = malloc(sizeof(float) * d);
-    float *dq = calloc(d, sizeof(float)), *dg = calloc(d, sizeof(float));
-    const size_t sa = route_scratch_floats_A(NULL, N, d, H), sb = route_scratch_floats_B(NULL, N, d, H);
-    float *scratch = malloc(sizeof(float) * (sa > sb ? sa : sb));
+    // As the model lays them out: rows at its stride (route_row_floats), in
+    // ops_alloc's memory (2 MiB pages where granted), zeroed.
+    const size_t row = (size_t)n * d, stride = route_row_floats(n, d);
     OpsContext *ctx = ops_open();
-    if (!x || !dx || !w || !q || !g || !dq || !dg || !scratch || !ctx) { fprintf(stderr, "out of memory\n"); return 1; }
+    if (!ctx) return 1;
+    float *src[COPIES], *dsrc[COPIES];
+    for (int c = 0; c < copies; c++)
+        src[c] = ops_alloc(ctx, sizeof(float) * N * stride), dsrc[c] = ops_alloc(ctx, sizeof(float) * N * stride);
+    float *x = ops_alloc(ctx, sizeof(float) * row), *dx = ops_alloc(ctx, sizeof(float) * row);
+    float *w = ops_alloc(ctx, sizeof(float) * N * (size_t)n * H), *q = ops_alloc(ctx, sizeof(float) * d);
+    float *g = ops_alloc(ctx, sizeof(float) * d), *dq = ops_alloc(ctx, sizeof(float) * d);
+    float *dg = ops_alloc(ctx, sizeof(float) * d);
+    const size_t sa = route_scratch_floats_A(NULL, N, d, H), sb = route_scratch_floats_B(NULL, N, d, H);
+    float *scratch = ops_alloc(ctx, sizeof(float) * (sa > sb ? sa : sb));
+    if (!x || !dx || !w || !q || !g || !dq || !dg || !scratch) { fprintf(stderr, "out of memory\n"); return 1; }
     srand(1);
     for (int c = 0; c < copies; c++) {
         if (!src[c] || !dsrc[c]) { fprintf(stderr, "out of memory\n"); return 1; }
-        for (size_t i = 0; i < N * row; i++) src[c][i] = uniform();
+        for (size_t i = 0; i < N * stride; i++) src[c][i] = uniform();
     }
     for (size_t i = 0; i < row; i++) dx[i] = uniform();
     for (int i = 0; i < d; i++) q[i] = 0.5f * uniform(), g[i] = 1 + 0.1f * uniform();
@@ -74,8 +79,8 @@ int main(int argc, char **argv) {
         double tf[2], tb[2];
         for (int o = 0; o < 2; o++) {
             const int v = (r + o) & 1;   // A then B, or B then A
-            const RouteSources S = {src[cp], row, N, NULL};
-            const RouteGrads dS = {dsrc[cp], row, NULL};
+            const RouteSources S = {src[cp], stride, N, NULL};
+            const RouteGrads dS = {dsrc[cp], stride, NULL};
             cp = (cp + 1) % copies;
             const double t0 = now();
             for (int k = 0; k < reps; k++)

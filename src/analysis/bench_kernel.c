@@ -57,22 +57,22 @@ int bench_kernel_route(const BenchKernelPlan *p, BenchKernelRun *out) {
     if (bench_limits(&out->lim)) return MHAR_ERR;
     out->n_tok = n, out->d = d, out->n_src = N, out->heads = H, out->threads = ops_threads();
     out->tile = cache_tile(n, N, d, out->threads);
-    const size_t row = (size_t)n * d;
+    const size_t row = (size_t)n * d, rows = route_row_floats(n, d);  // a row's floats; the model's stride
     OpsContext *ctx = ops_open();
     if (!ctx) return MHAR_ERR;
-    float *src = ops_alloc(ctx, sizeof(float) * N * row), *dsrc = ops_alloc(ctx, sizeof(float) * N * row);
+    float *src = ops_alloc(ctx, sizeof(float) * N * rows), *dsrc = ops_alloc(ctx, sizeof(float) * N * rows);
     float *x = ops_alloc(ctx, sizeof(float) * row), *dx = ops_alloc(ctx, sizeof(float) * row);
     float *w = ops_alloc(ctx, sizeof(float) * N * n * H), *qg = ops_alloc(ctx, sizeof(float) * 4 * d);
     float *scratch = ops_alloc(ctx, sizeof(float) * route_scratch_floats(ctx, N, d, H));
     int rc = src && dsrc && x && dx && w && qg && scratch ? MHAR_OK : mhar_fail("no memory for the kernel's buffers");
     if (!rc) {
-        fill(src, N * row, 1, 1.0f);
+        fill(src, N * rows, 1, 1.0f);
         fill(dx, row, 2, 1.0f);
         fill(qg, d, 3, 0.5f);             // q
         fill(qg + d, d, 4, 0.1f);         // g = 1 + small
         for (int i = 0; i < d; i++) qg[d + i] += 1.0f;
         vec_zero(ctx, qg + 2 * d, 2 * (size_t)d);  // dq, dg
-        vec_zero(ctx, dsrc, N * row);
+        vec_zero(ctx, dsrc, N * rows);
     }
     const float *q = qg, *g = qg + d;
     float *dq = qg + 2 * d, *dg = qg + 3 * d;
@@ -83,13 +83,14 @@ int bench_kernel_route(const BenchKernelPlan *p, BenchKernelRun *out) {
     double t[KERNEL_MAX_STEPS];
     for (int reg = 0; reg < 2 && !rc; reg++) {           // 0: memory, 1: cache
         const int tile = reg ? out->tile : n, calls = (n + tile - 1) / tile;
-        const size_t stride = (size_t)tile * d;
+        const size_t stride = route_row_floats(tile, d);
         for (int pass = 0; pass < 2; pass++) {           // 0: forward, 1: backward
             for (int s = -1; s < p->steps; s++) {        // one untimed warm-up
                 double t0 = now_seconds();
                 for (int k = 0; k < calls; k++) {
                     // memory: the whole batch; cache: one tile, again and again,
-                    // its rows packed (rows a batch apart would share L2 sets)
+                    // its rows packed (rows a batch apart would share L2 sets),
+                    // both at the model's row stride
                     RouteSources S = {src, stride, N, NULL};
                     RouteGrads dS = {dsrc, stride, NULL};
                     if (pass == 0) route_forward(ctx, x, w, scratch, S, q, g, tile, d, H, eps);

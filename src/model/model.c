@@ -138,13 +138,9 @@ static void carve_all(Model *m, Carver *cv) {
     size_t qk = config_qk_norm(c);  // the pre-norm q, k and their gradients: qwen3 only
     int L = c->num_hidden_layers, rows = 2 * L + 1;
     // Sources, their gradients and the inputs: each one buffer of 2L+1 rows
-    // (the routing kernels read a row stride, not a list of pointers). One
-    // cache line more than whole lines: a token's rows in the N sources then
-    // fall in different cache sets, where a stride of 4 MiB (micro) put all
-    // of them in the same L1 and L2 sets (route forward 0.89-0.91x the time,
-    // micro's final read from memory, tools/route_ab.sh pairs; an unchanged
-    // build reads 0.97; no change over a tile held in cache).
-    m->row_floats = (n * d + 15) / 16 * 16 + 16;
+    // (the routing kernels read a row stride, not a list of pointers), at
+    // the stride the kernels are measured at (ops.h: off the 4 KiB multiple).
+    m->row_floats = route_row_floats(n, d);
     m->sources = carve(cv, rows * m->row_floats);
     m->dsources = carve(cv, rows * m->row_floats);
     m->inputs = carve(cv, rows * m->row_floats);
