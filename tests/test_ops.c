@@ -97,6 +97,9 @@ static void matmul_fwd(Backend *be, Case *c) {
 static void matmul_bwd(Backend *be, Case *c) {
     matmul_backward(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], c->p[0], c->p[1], c->p[2]);
 }
+static void matmul_add_bwd(Backend *be, Case *c) {
+    matmul_backward_add(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], c->p[0], c->p[1], c->p[2]);
+}
 
 static void embedding_fwd(Backend *be, Case *c) {
     embedding_forward(be->ctx, c->out[0], c->ids, c->in[0], c->p[2], c->p[1]);
@@ -1249,6 +1252,9 @@ struct Op {
 
 static const Op MATMUL = {"matmul", "M K N", {0}, shape_matmul, init_matmul, matmul_fwd, matmul_bwd,
                           ref_matmul, {GRAD_SET, GRAD_ACC}, {DOUT_RANDOM}, NULL};
+// The same forward; the backward adds into din as well as dw.
+static const Op MATMUL_ADD = {"matmul_add", "M K N", {0}, shape_matmul, init_matmul, matmul_fwd, matmul_add_bwd,
+                              ref_matmul, {GRAD_ACC, GRAD_ACC}, {DOUT_RANDOM}, NULL};
 static const Op EMBEDDING = {"embedding", "V d n", {0}, shape_embedding, init_embedding, embedding_fwd,
                              embedding_bwd, ref_embedding, {GRAD_ACC}, {DOUT_RANDOM}, NULL};
 static const Op RMSNORM = {"rmsnorm", "rows d", {0}, shape_rmsnorm, init_rmsnorm, rmsnorm_fwd, rmsnorm_bwd,
@@ -1379,6 +1385,9 @@ static const TestCase CASES[] = {
     // out, then din, of 2²¹ floats: zeroed by matmul.c and summed with beta 1 (over NaN-filled outputs)
     {&MATMUL, {8192, 8, 256}, 0, 1e-5, WHY_SUMS},
     {&MATMUL, {8192, 256, 8}, 0, 1e-5, WHY_SUMS},
+    {&MATMUL_ADD, {37, 53, 29}, 0, 1e-5, WHY_SUMS},
+    {&MATMUL_ADD, {3, 4, 5}, 0, 1e-5, WHY_SUMS},
+    {&MATMUL_ADD, {257, 130, 67}, 0, 1e-5, WHY_SUMS},
     // embedding: repeated tokens, odd d, n·d large enough for the parallel path
     {&EMBEDDING, {50, 131, 301}, 0, 1e-5, WHY_COPY},
     {&EMBEDDING, {5, 3, 7}, 0, 1e-5, WHY_COPY},

@@ -79,6 +79,10 @@ void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w
 // dout [M, N] -> din [M, K] (overwritten, skipped if NULL), dw [N, K] (accumulates)
 void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
                      const float *w, int M, int K, int N);
+// The same with din += dout · W: an input read by several matmuls (q, k and v;
+// gate and up) sums its gradient inside the GEMMs, with no pass of its own.
+void matmul_backward_add(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
+                         const float *w, int M, int K, int N);
 
 // ---- embedding --------------------------------------------------------------
 // tokens [n], emb [V, d] -> out [n, d]

@@ -158,7 +158,7 @@ static void carve_all(Model *m, Carver *cv) {
     }
     m->final_xn = carve(cv, n * d); m->final_rstd = carve(cv, n);
     m->logits = carve(cv, n * c->vocab_size); m->losses = carve(cv, n); m->lse = carve(cv, n);
-    m->d_x = carve(cv, n * d); m->d_xn = carve(cv, n * d); m->d_tmp = carve(cv, n * d);
+    m->d_x = carve(cv, n * d); m->d_xn = carve(cv, n * d);
     m->d_qraw = carve(cv, qk * n * nh * hd); m->d_kraw = carve(cv, qk * n * nkv * hd);
     m->d_q = carve(cv, n * nh * hd); m->d_k = carve(cv, n * nkv * hd); m->d_v = carve(cv, n * nkv * hd);
     m->d_y = carve(cv, n * nh * hd);
@@ -262,12 +262,9 @@ static void attention_sublayer_backward(Model *m, int l, const float *x, const f
         rmsnorm_backward(m->ctx, m->d_kraw, G(m, o->k_norm), m->d_k, a->k_raw, P(m, o->k_norm), a->k_rstd, n * nkv, hd);
     }
     const float *dq = qk ? m->d_qraw : m->d_q, *dk = qk ? m->d_kraw : m->d_k;  // at the projections' outputs
-    size_t nd = (size_t)n * d;
     matmul_backward(m->ctx, m->d_xn, G(m, o->wq), dq, a->xn, P(m, o->wq), n, d, nh * hd);
-    matmul_backward(m->ctx, m->d_tmp, G(m, o->wk), dk, a->xn, P(m, o->wk), n, d, nkv * hd);
-    vec_acc(m->ctx, m->d_xn, m->d_tmp, nd);
-    matmul_backward(m->ctx, m->d_tmp, G(m, o->wv), m->d_v, a->xn, P(m, o->wv), n, d, nkv * hd);
-    vec_acc(m->ctx, m->d_xn, m->d_tmp, nd);
+    matmul_backward_add(m->ctx, m->d_xn, G(m, o->wk), dk, a->xn, P(m, o->wk), n, d, nkv * hd);
+    matmul_backward_add(m->ctx, m->d_xn, G(m, o->wv), m->d_v, a->xn, P(m, o->wv), n, d, nkv * hd);
     rmsnorm_backward(m->ctx, dx, G(m, o->in_norm), m->d_xn, x, P(m, o->in_norm), a->rstd, n, d);
 }
 
@@ -294,8 +291,7 @@ static void mlp_sublayer_backward(Model *m, int l, const float *x, const float *
     matmul_backward(m->ctx, m->d_hid, G(m, o->w_down), dout, a->hid, P(m, o->w_down), n, f, d);
     swiglu_backward(m->ctx, m->d_gate, m->d_up, m->d_hid, a->gate, a->up, (size_t)n * f);
     matmul_backward(m->ctx, m->d_xn, G(m, o->w_gate), m->d_gate, a->xn, P(m, o->w_gate), n, d, f);
-    matmul_backward(m->ctx, m->d_tmp, G(m, o->w_up), m->d_up, a->xn, P(m, o->w_up), n, d, f);
-    vec_acc(m->ctx, m->d_xn, m->d_tmp, (size_t)n * d);
+    matmul_backward_add(m->ctx, m->d_xn, G(m, o->w_up), m->d_up, a->xn, P(m, o->w_up), n, d, f);
     rmsnorm_backward(m->ctx, dx, G(m, o->post_norm), m->d_xn, x, P(m, o->post_norm), a->rstd, n, d);
 }
 

@@ -44,6 +44,12 @@ void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w
     sgemm_overwrite(CblasNoTrans, CblasTrans, M, N, K, in, K, w, K, out);
 }
 
+// dw [N, K] += doutᵀ · in
+static void weight_grad(float *dw, const float *dout, const float *in, int M, int K, int N) {
+    if (dw && N > 0)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, in, K, 1.0f, dw, K);
+}
+
 // dout [M, N], in [M, K], w [N, K] -> din [M, K] = dout · W (overwritten,
 // skipped if NULL), dw [N, K] += doutᵀ · in (accumulates)
 void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
@@ -56,7 +62,17 @@ void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, 
         else
             sgemm_overwrite(CblasNoTrans, CblasNoTrans, M, K, N, dout, N, w, K, din);
     }
-    if (dw && N > 0)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, in,
-                    K, 1.0f, dw, K);
+    weight_grad(dw, dout, in, M, K, N);
+}
+
+// As matmul_backward, with din [M, K] += dout · W (beta 1: the GEMM adds its
+// product to din as it would to zeros, so no separate pass over din).
+void matmul_backward_add(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
+                         const float *w, int M, int K, int N) {
+    OPS_TIMED(ctx);
+    (void)ctx;
+    if (M <= 0 || K <= 0) return;
+    if (din && N > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K, 1.0f, din, K);
+    weight_grad(dw, dout, in, M, K, N);
 }
