@@ -284,7 +284,7 @@ static void plain_update(float *const *dsrc, float *const *src, int N, int T, in
 // use: whole 64-byte lines, room for the row, and never a multiple of 4 KiB
 // (all N rows of a token in the same cache sets), also where n·d is one.
 static void test_row_stride(void) {
-    const int shapes[][2] = {{4096, 256}, {2048, 512}, {2048, 128}, {3, 5}, {1, 16}, {2, 2048}};
+    const int shapes[][2] = {{4096, 256}, {2048, 512}, {2048, 128}, {3, 5}, {1, 16}, {2, 2048}, {1, 1008}, {63, 16}};
     int ok = 1;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const size_t n = shapes[i][0], d = shapes[i][1], s = route_row_floats(n, d);

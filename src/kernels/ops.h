@@ -202,7 +202,10 @@ typedef struct { float *base; size_t stride; float *tail; } RouteGrads;
 // (micro) put all of them in the same L1 and L2 sets (route forward
 // 0.89-0.91x the time, micro's final read from memory, tools/route_ab.sh
 // pairs; no change over a tile held in cache).
-static inline size_t route_row_floats(size_t n_tok, size_t d) { return (n_tok * d + 15) / 16 * 16 + 16; }
+static inline size_t route_row_floats(size_t n_tok, size_t d) {
+    const size_t s = (n_tok * d + 15) / 16 * 16 + 16;
+    return s % 1024 ? s : s + 16;  // a row of 1008 floats (mod 1024) would land on the multiple
+}
 
 // Route(S, q, g, H): x [n_tok, d] (overwritten), w [S.n, n_tok, H] softmax
 // weights (saved). q, g [d]. H divides d. eps is the key RMS epsilon.
