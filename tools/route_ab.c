@@ -6,8 +6,10 @@
 // last-level cache, as the model's sources are), and the medians of the
 // per-round ratios B/A are printed. An A/A build reads within ~0.95-1.0 on
 // the forward (code placement), so only larger ratios mean anything.
-//   route_ab [H] [rounds] [tokens]: micro's final read, 17 sources x d 256;
-//   tokens < 4096 repeats calls over that many tokens (held in cache).
+//   route_ab [H] [rounds] [tokens] [chain]: micro's final read, 17 sources x
+//   d 256; tokens < 4096 repeats calls over that many tokens (held in
+//   cache); chain 1 times the model's 17 reads instead (read s over sources
+//   0..s, backward in reverse), where most reads have few sources.
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -45,9 +47,10 @@ enum { MAX_ROUNDS = 1000, COPIES = 4 };
 
 int main(int argc, char **argv) {
     const int H = argc > 1 ? atoi(argv[1]) : 8, R = argc > 2 ? atoi(argv[2]) : 40;
-    const int n = argc > 3 ? atoi(argv[3]) : 4096, N = 17, d = 256;
-    if (H <= 0 || d % H || R <= 0 || R > MAX_ROUNDS || n <= 0 || n > 4096 || 4096 % n) {
-        fprintf(stderr, "usage: route_ab [H dividing 256] [rounds <= %d] [tokens dividing 4096]\n", MAX_ROUNDS);
+    const int n = argc > 3 ? atoi(argv[3]) : 4096, chain = argc > 4 ? atoi(argv[4]) : 0, N = 17, d = 256;
+    if (H <= 0 || d % H || R <= 0 || R > MAX_ROUNDS || n <= 0 || n > 4096 || 4096 % n || (chain != 0 && chain != 1)) {
+        fprintf(stderr, "usage: route_ab [H dividing 256] [rounds <= %d] [tokens dividing 4096] [chain 0|1]\n",
+                MAX_ROUNDS);
         return 2;
     }
     const int reps = 4096 / n, copies = n == 4096 ? COPIES : 1;
@@ -79,25 +82,31 @@ int main(int argc, char **argv) {
         double tf[2], tb[2];
         for (int o = 0; o < 2; o++) {
             const int v = (r + o) & 1;   // A then B, or B then A
-            const RouteSources S = {src[cp], stride, N, NULL};
             const RouteGrads dS = {dsrc[cp], stride, NULL};
+            const float *base = src[cp];
             cp = (cp + 1) % copies;
             const double t0 = now();
             for (int k = 0; k < reps; k++)
-                if (v) route_forward_B(ctx, x, w, scratch, S, q, g, n, d, H, 1e-6f);
-                else route_forward_A(ctx, x, w, scratch, S, q, g, n, d, H, 1e-6f);
+                for (int ns = chain ? 1 : N; ns <= N; ns++) {
+                    const RouteSources S = {base, stride, ns, NULL};
+                    if (v) route_forward_B(ctx, x, w, scratch, S, q, g, n, d, H, 1e-6f);
+                    else route_forward_A(ctx, x, w, scratch, S, q, g, n, d, H, 1e-6f);
+                }
             const double t1 = now();
             for (int k = 0; k < reps; k++)
-                if (v) route_backward_B(ctx, dS, dq, dg, scratch, dx, w, S, q, g, n, d, H, 1e-6f);
-                else route_backward_A(ctx, dS, dq, dg, scratch, dx, w, S, q, g, n, d, H, 1e-6f);
+                for (int ns = N; ns >= (chain ? 1 : N); ns--) {
+                    const RouteSources S = {base, stride, ns, NULL};
+                    if (v) route_backward_B(ctx, dS, dq, dg, scratch, dx, w, S, q, g, n, d, H, 1e-6f);
+                    else route_backward_A(ctx, dS, dq, dg, scratch, dx, w, S, q, g, n, d, H, 1e-6f);
+                }
             tf[v] = t1 - t0, tb[v] = now() - t1;
         }
         if (r < 0) continue;
         fwd[0][r] = tf[0], fwd[1][r] = tf[1], bwd[0][r] = tb[0], bwd[1][r] = tb[1];
         rf[r] = tf[1] / tf[0], rb[r] = tb[1] / tb[0];
     }
-    printf("route kernels, 17 sources x %d tokens x d 256, H %d, %s, %d rounds (medians)\n", n, H,
-           n == 4096 ? "from memory" : "from cache", R);
+    printf("route kernels, %s x %d tokens x d 256, H %d, %s, %d rounds (medians)\n",
+           chain ? "the 17 reads of 1..17 sources" : "17 sources", n, H, n == 4096 ? "from memory" : "from cache", R);
     printf("forward   A %6.2f ms  B %6.2f ms  B/A %.3f\n", 1e3 * median(fwd[0], R), 1e3 * median(fwd[1], R), median(rf, R));
     printf("backward  A %6.2f ms  B %6.2f ms  B/A %.3f\n", 1e3 * median(bwd[0], R), 1e3 * median(bwd[1], R), median(rb, R));
     ops_close(ctx);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Paired A/B of the route kernels (tools/route_ab.c): A from a git revision,
 # B from files (default: the working tree's), linked into one program.
-#   tools/route_ab.sh [-a REV] [-f FORWARD.c] [-b BACKWARD.c] [-- H ROUNDS TOKENS]
+#   tools/route_ab.sh [-a REV] [-f FORWARD.c] [-b BACKWARD.c] [-- H ROUNDS TOKENS CHAIN]
 # The program links build/libmhar.a (made first if missing). Stop other
 # work on the machine while it runs.
 set -euo pipefail
