@@ -1,6 +1,6 @@
 // The shared helpers of src/util: error messages (mhar_fail wrapping its own
 // last message), path composition, whole-file and stream reads, directories,
-// JSON getters, the median and running a program.
+// JSON getters, the median, running a program and the cache sizes.
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <ftw.h>
@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "testfiles.h"
+#include "util/cachesize.h"
 #include "util/common.h"
 #include "util/dir.h"
 #include "util/file.h"
@@ -269,6 +270,42 @@ static void test_subprocess(void) {
     CHECK(on_path("sh") && !on_path("mhar-no-such-program"), "on_path", "wrong answer");
 }
 
+// A fake sysfs cache tree: the AMD EPYC VM's, where glibc's sysconf said
+// L3 320 MiB. Levels may repeat (L1 data and instruction); the instruction
+// cache never counts; sizes come in K, M or plain bytes.
+static void fake_cache(const char *root, int i, const char *level, const char *type, const char *size) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/cpu0/cache/index%d", root, i);
+    if (mkdir_p(dir) != MHAR_OK) { printf("FAIL cache_fake_tree: %s\n", mhar_error()); exit(1); }
+    const char *names[] = {"level", "type", "size"}, *values[] = {level, type, size};
+    for (int k = 0; k < 3; k++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        write_bytes(path, values[k], strlen(values[k]));
+    }
+}
+
+static void test_cache_sizes(void) {
+    char root[600];
+    snprintf(root, sizeof root, "%s", tpath("sys"));
+    CHECK(cache_bytes_sysfs(root, 2) == 0, "cache_sysfs_absent", "a missing tree must give 0");
+    fake_cache(root, 0, "1\n", "Data\n", "32K\n");
+    fake_cache(root, 1, "1\n", "Instruction\n", "64K\n");
+    fake_cache(root, 2, "2\n", "Unified\n", "1024K\n");
+    fake_cache(root, 3, "3\n", "Unified\n", "32768K\n");
+    long l1 = cache_bytes_sysfs(root, 1), l2 = cache_bytes_sysfs(root, 2), l3 = cache_bytes_sysfs(root, 3);
+    CHECK(l1 == 32 << 10 && l2 == 1 << 20 && l3 == 32L << 20 && cache_bytes_sysfs(root, 4) == 0, "cache_sysfs_levels",
+          "L1 %ld, L2 %ld, L3 %ld", l1, l2, l3);
+    fake_cache(root, 3, "3", "Unified", "2M");
+    fake_cache(root, 5, "3", "Unified", "999999");  // after a gap: not read
+    l3 = cache_bytes_sysfs(root, 3);
+    CHECK(l3 == 2 << 20, "cache_sysfs_units_and_gap", "L3 %ld", l3);
+    fake_cache(root, 3, "3", "Unified", "lots");
+    CHECK(cache_bytes_sysfs(root, 3) == 0, "cache_sysfs_unparsable", "an unparsable size must give 0");
+    // This machine: whatever it has, the last-level cache is at least its L2.
+    CHECK(llc_bytes() >= cache_bytes(2), "cache_llc_at_least_l2", "llc %ld, L2 %ld", llc_bytes(), cache_bytes(2));
+}
+
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
     (void)st; (void)type; (void)ftw;
     return remove(path);
@@ -285,6 +322,7 @@ int main(void) {
     test_json();
     test_median();
     test_subprocess();
+    test_cache_sizes();
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_EXIT();
 }

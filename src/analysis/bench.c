@@ -17,6 +17,7 @@
 #include "../model/model.h"
 #include "../train/data_parallel.h"
 #include "../train/optim.h"
+#include "../util/cachesize.h"
 #include "../util/median.h"
 
 static BenchScheme scheme_of(const ResidualScheme *s, int heads, int blocks) {
@@ -102,15 +103,9 @@ double bench_sgemm_gflops(void) {
     return t[0] > 0 ? 2.0 * n * n * n / median(t, 5) / 1e9 : 0;
 }
 
-// The last-level cache in bytes, from the C library (0 if it does not say).
-static double llc_bytes(void) {
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l3 > 0 ? (double)l3 : l2 > 0 ? (double)l2 : 0;
-}
-
 int bench_bandwidth(BenchBandwidth *out) {
     enum { PASSES = 7 };
-    const double llc = llc_bytes();
+    const double llc = (double)llc_bytes();
     size_t n = (size_t)fmax(256.0 * 1048576, 4 * llc) / sizeof(float);
     n = (n + 15) / 16 * 16;
     memset(out, 0, sizeof *out);

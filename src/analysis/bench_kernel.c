@@ -15,11 +15,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../kernels/ops.h"
 #include "../model/config.h"
 #include "../residual/residual.h"
+#include "../util/cachesize.h"
 #include "../util/median.h"
 
 #define KERNEL_MAX_STEPS 1024
@@ -37,7 +37,7 @@ static void fill(float *x, size_t n, unsigned seed, float scale) {
 // sources and their gradients (2·n_src·d floats a token) fills at most half
 // of one core's L2; at least 8 per thread, at most all tokens.
 static int cache_tile(int n_tok, int n_src, int d, int threads) {
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long l2 = cache_bytes(2);
     double per_token = 2.0 * n_src * d * sizeof(float);
     int per_thread = (int)((l2 > 0 ? l2 : 1 << 20) / 2 / per_token) / 8 * 8;
     if (per_thread < 8) per_thread = 8;
