@@ -56,9 +56,11 @@ static void write_metrics(const char *dir, int step, double metric, int train_li
     write_bytes(path, text, n);
 }
 
-// Where make_run puts its runs, and their lr (test_slices changes both).
+// Where make_run puts its runs, their lr and query init (test_slices and
+// test_query_init change them).
 static const char *runs_dir = "sw/runs";
 static double run_lr = 1e-3;
+static const char *run_query_init = "";
 
 // One run directory under runs_dir: run.json, checkpoint/state.json at step
 // of 120, and metrics.jsonl with an evaluation every 10 steps up to step:
@@ -72,6 +74,7 @@ static void make_run(const char *preset, const char *residual, const char *metho
     snprintf(r.opt.preset, sizeof r.opt.preset, "%s", preset);
     snprintf(r.opt.residual, sizeof r.opt.residual, "%s", residual);
     snprintf(r.method, sizeof r.method, "%s", method);
+    snprintf(r.opt.route_query_init, sizeof r.opt.route_query_init, "%s", run_query_init);
     r.opt.heads = heads, r.opt.blocks = blocks, r.opt.seed = seed, r.opt.lr = run_lr, r.opt.steps = 120, r.opt.warmup = 6;
     r.opt.batch = 2, r.opt.seq = 16, r.opt.accum = 1, r.opt.eval_every = 10, r.opt.eval_batches = 2, r.opt.save_every = 10;
     snprintf(r.opt.train, sizeof r.opt.train, "/data/train.bin");
@@ -431,6 +434,65 @@ static void test_slices(void) {
     free(md), free(dat), free(js);
 }
 
+// The query-init comparison: attnres and MHAR H 8 with queries N(0, 0.02)
+// against the same with zero queries, same seeds (experiment 3's layout);
+// a qnormal method without its zero twin gets no row.
+static void test_query_init(void) {
+    mkdir(tpath("qi"), 0755);
+    mkdir(tpath("qi/runs"), 0755);
+    runs_dir = "qi/runs";
+    const double az[3] = {2.94, 3.02, 2.94}, an[3] = {2.99, 3.00, 2.98}, hz[3] = {3.11, 3.15, 3.06},
+                 hn[3] = {3.10, 3.12, 3.07};
+    for (int s = 1; s <= 3; s++) {
+        run_query_init = "";
+        make_run("nano", "baseline", "baseline", 0, 0, s, 3.15, 120);
+        make_run("nano", "attnres", "attnres", 1, 0, s, az[s - 1], 120);
+        make_run("nano", "mhar", "mhar-h8", 8, 0, s, hz[s - 1], 120);
+        run_query_init = "normal";
+        make_run("nano", "attnres", "attnres-qnormal", 1, 0, s, an[s - 1], 120);
+        make_run("nano", "mhar", "mhar-h8-qnormal", 8, 0, s, hn[s - 1], 120);
+        make_run("nano", "mhar", "mhar-h4-qnormal", 4, 0, s, 3.0, 120);   // no zero twin
+    }
+    runs_dir = "sw/runs", run_query_init = "";
+    Report rep;
+    const ReportGroup *twin[4] = {0};
+    const char *names[4] = {"attnres-qnormal", "mhar-h8-qnormal", "mhar-h4-qnormal", "attnres"};
+    int loaded = report_load(&rep, tpath("qi"), NULL) == 0;
+    for (int i = 0; loaded && i < rep.n_groups; i++)
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(rep.groups[i].method, names[k]))
+                twin[k] = report_zero_init_twin(rep.groups, rep.n_groups, &rep.groups[i]);
+    CHECK(loaded && twin[0] && !strcmp(twin[0]->method, "attnres") && twin[1] && !strcmp(twin[1]->method, "mhar-h8") &&
+              !twin[2] && !twin[3], "report_zero_init_twin", "loaded %d", loaded);
+    if (loaded) report_free(&rep);
+    ReportSummary sum;
+    int rc = report_make(tpath("qi"), 0, NULL, &sum);
+    char *md = slurp(tpath("qi/report.md")), *js = slurp(tpath("qi/report.json"));
+    // attnres: +0.05, -0.02, +0.04 (mean +0.0233, lower on 1); H 8: -0.01, -0.03, +0.01 (mean -0.01, lower on 2)
+    CHECK(rc == 0 && md && has(md, "### The routing queries' initial value") &&
+              has(md, "| nano | 0.001 | attnres | 2.9900 ± 0.0100 (n 3) | 2.9667 ± 0.0462 (n 3) | "
+                      "+0.0233 ± 0.0379 (n 3, t 1.1) | 1 of 3 seeds |") &&
+              has(md, "| nano | 0.001 | mhar-h8 | 3.0967 ± 0.0252 (n 3) | 3.1067 ± 0.0451 (n 3) | "
+                      "-0.0100 ± 0.0200 (n 3, t -0.9) | 2 of 3 seeds |") &&
+              !has(md, "| mhar-h4 |"),
+          "report_md_query_init", "%s", md && strstr(md, "### The routing") ? strstr(md, "### The routing") : "(none)");
+    cJSON *j = js ? cJSON_Parse(js) : NULL;
+    const cJSON *g, *zq = NULL;
+    int n_zero = 0;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(j, "groups")) {
+        const cJSON *z = cJSON_GetObjectItemCaseSensitive(g, "minus_zero_init");
+        n_zero += z != NULL;
+        if (z && !strcmp(cJSON_GetObjectItemCaseSensitive(g, "method")->valuestring, "mhar-h8-qnormal")) zq = z;
+    }
+    CHECK(n_zero == 2 && zq && close_to(cJSON_GetObjectItemCaseSensitive(zq, "mean")->valuedouble, -0.01, 1e-9) &&
+              cJSON_GetObjectItemCaseSensitive(zq, "lower")->valueint == 2,
+          "report_json_query_init", "%d groups with minus_zero_init", n_zero);
+    cJSON_Delete(j);
+    char *sw = slurp(tpath("sw/report.md"));
+    CHECK(sw && !has(sw, "initial value"), "report_md_no_query_init_without_pairs", "section present");
+    free(sw), free(md), free(js);
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(path);
@@ -448,6 +510,7 @@ int main(void) {
     test_plot();
     test_make();
     test_slices();
+    test_query_init();
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_EXIT();
 }

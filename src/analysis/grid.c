@@ -157,7 +157,7 @@ static int parse_scheme(const cJSON *s, int idx, const char *path, SchemeSpec *s
 // blocks); "-qnormal" after any of them whose queries start N(0, 0.02).
 void grid_method_name(const char *residual, int heads, int blocks, const char *query_init, char *out, size_t cap) {
     const ResidualScheme *s = residual_find(residual);
-    const char *q = !strcmp(query_init, "normal") ? "-qnormal" : "";
+    const char *q = !strcmp(query_init, "normal") ? GRID_QNORMAL_SUFFIX : "";
     if (s && s->needs_blocks) snprintf(out, cap, "%s-h%d-b%d%s", residual, heads, blocks, q);
     else if (s && s->heads == HEADS_ANY) snprintf(out, cap, "%s-h%d%s", residual, heads, q);
     else snprintf(out, cap, "%s%s", residual, q);

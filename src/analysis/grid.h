@@ -58,6 +58,8 @@ void grid_free(Grid *g);
 // A run's method as sweeps and reports name it: baseline, attnres; mhar-h4
 // (a scheme with H heads); block-h4-b2 (and blocks); "-qnormal" after any
 // whose routing queries start N(0, 0.02). query_init "" is zero.
+// The suffix of a method whose routing queries start N(0, 0.02).
+#define GRID_QNORMAL_SUFFIX "-qnormal"
 void grid_method_name(const char *residual, int heads, int blocks, const char *query_init, char *out, size_t cap);
 
 // The `mhar train` options of a fresh run into dir, as argv strings after

@@ -309,6 +309,14 @@ const ReportGroup *report_find_group(const ReportGroup *gs, int n, const ReportG
     return NULL;
 }
 
+const ReportGroup *report_zero_init_twin(const ReportGroup *gs, int n, const ReportGroup *g) {
+    const size_t len = strlen(g->method), sl = strlen(GRID_QNORMAL_SUFFIX);
+    if (len <= sl || strcmp(g->method + len - sl, GRID_QNORMAL_SUFFIX)) return NULL;
+    char zero[sizeof g->method];
+    snprintf(zero, sizeof zero, "%.*s", (int)(len - sl), g->method);
+    return report_find_group(gs, n, g, zero);
+}
+
 int report_section_end(const Report *rep, int lo) {
     const ReportGroup *gs = rep->groups;
     int hi = lo + 1;

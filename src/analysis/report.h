@@ -106,6 +106,11 @@ int report_heads_groups(const ReportGroup *gs, int lo, int hi, const ReportGroup
 // has the same seeds (nothing to add) or none in common.
 int report_heads_on_common_seeds(const ReportGroup *const *hg, int n, uint64_t *common, double *y);
 
+// A group whose routing queries started N(0, 0.02) ("-qnormal"): its twin
+// with zero-initialised queries, same preset, lr and scheme; NULL for any
+// other group, or when the twin is not among gs[0..n).
+const ReportGroup *report_zero_init_twin(const ReportGroup *gs, int n, const ReportGroup *g);
+
 // The group of `method` in `preset` (with finished runs) of the lowest mean:
 // that method at its best lr. Ties keep the first in table order; NULL if none.
 const ReportGroup *report_best_lr(const Report *rep, const char *preset, const char *method);

@@ -4,8 +4,18 @@
 
 #include "report.h"
 
+static cJSON *paired_json(const Paired *p) {
+    cJSON *q = cJSON_CreateObject();
+    cJSON_AddNumberToObject(q, "n", p->n);
+    cJSON_AddNumberToObject(q, "mean", p->mean);
+    if (p->n > 1) { cJSON_AddNumberToObject(q, "sd", p->sd); cJSON_AddNumberToObject(q, "t", p->t); }
+    cJSON_AddNumberToObject(q, "lower", p->better);
+    return q;
+}
+
 // A group: its metric over seeds and its paired differences to the
-// reference and the single-head scheme ("minus_baseline", "minus_attnres").
+// reference and the single-head scheme ("minus_baseline", "minus_attnres"),
+// and for a "-qnormal" method to its zero-init twin ("minus_zero_init").
 static cJSON *group_json(const ReportGroup *gs, int ng, const ReportGroup *g) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "preset", g->preset);
@@ -25,15 +35,12 @@ static cJSON *group_json(const ReportGroup *gs, int ng, const ReportGroup *g) {
     for (int k = 0; k < 2; k++) {
         Paired p = report_paired(g, report_find_group(gs, ng, g, refs[k]));
         if (!p.n) continue;
-        cJSON *q = cJSON_CreateObject();
-        cJSON_AddNumberToObject(q, "n", p.n);
-        cJSON_AddNumberToObject(q, "mean", p.mean);
-        if (p.n > 1) { cJSON_AddNumberToObject(q, "sd", p.sd); cJSON_AddNumberToObject(q, "t", p.t); }
-        cJSON_AddNumberToObject(q, "lower", p.better);
         char key[64];
         snprintf(key, sizeof key, "minus_%s", refs[k]);
-        cJSON_AddItemToObject(o, key, q);
+        cJSON_AddItemToObject(o, key, paired_json(&p));
     }
+    const Paired z = report_paired(g, report_zero_init_twin(gs, ng, g));
+    if (z.n) cJSON_AddItemToObject(o, "minus_zero_init", paired_json(&z));
     return o;
 }
 

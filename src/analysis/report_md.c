@@ -428,6 +428,33 @@ static void md_runs(FILE *md, const Report *rep) {
     fprintf(md, "\n");
 }
 
+// Routing queries started N(0, 0.02) (a "-qnormal" method) against the
+// same scheme started from zero queries, at the same preset and lr: the
+// paired difference normal − zero on the same seed (both runs share every
+// other initial weight and the data order). Nothing without such a pair.
+static void md_query_init(FILE *md, const Report *rep) {
+    const ReportGroup *gs = rep->groups;
+    int any = 0;
+    for (int i = 0; i < rep->n_groups; i++) {
+        const ReportGroup *g = &gs[i], *zero = report_zero_init_twin(gs, rep->n_groups, g);
+        if (!zero) continue;
+        if (!any++)
+            fprintf(md, "### The routing queries' initial value\n\nEach method whose queries started N(0, 0.02) "
+                        "against the same method started from zero queries (SPEC), same preset and lr; the "
+                        "difference pairs seeds (negative: the random start is better).\n\n| preset | lr | "
+                        "method | loss, queries N(0, 0.02) | loss, zero queries | normal − zero | lower on |\n"
+                        "|---|---|---|---|---|---|---|\n");
+        char a[64], b[64], c[96];
+        const Paired p = report_paired(g, zero);
+        fprintf(md, "| %s | %g | %s | %s (n %d) | %s (n %d) | %s | ", g->preset, g->lr, zero->method,
+                fmt_ms(a, sizeof a, g->mean, g->sd, g->n), g->n, fmt_ms(b, sizeof b, zero->mean, zero->sd, zero->n),
+                zero->n, fmt_paired(c, sizeof c, &p));
+        if (p.n) fprintf(md, "%d of %d seeds |\n", p.better, p.n);
+        else fprintf(md, "- |\n");
+    }
+    if (any) fprintf(md, "\n");
+}
+
 static void md_body(FILE *md, const Report *rep, const char *plots, ReportSummary *sum) {
     fprintf(md, "## Setup\n\n");
     const char *seen[16];
@@ -444,6 +471,7 @@ static void md_body(FILE *md, const Report *rep, const char *plots, ReportSummar
         lo = hi;
     }
     if (multi_lr(rep)) md_best_lr(md, rep);
+    md_query_init(md, rep);
     md_slices(md, rep, plots, sum);
     if (plots && sum->missing_gnuplot)
         fprintf(md, "*Plots not drawn: gnuplot is not installed (Debian: `apt-get install gnuplot-nox`); the data "

@@ -25,7 +25,10 @@ static const char *usage =
     "checkpoint/state.json, their preset from the model's shape.\n"
     "When routing runs span presets, each routing scheme at its best lr minus\n"
     "baseline at its best lr (same seeds) is tabled and drawn against the\n"
-    "slice width d/H a head reads (plots/slices.png), one line per preset.";
+    "slice width d/H a head reads (plots/slices.png), one line per preset.\n"
+    "Runs whose routing queries started N(0, 0.02) (methods \"...-qnormal\") are\n"
+    "paired with the same method's zero-query runs at the same lr, when present:\n"
+    "normal - zero per seed.";
 
 int cmd_report(int argc, char **argv) {
     const char *dir = NULL;
