@@ -1486,14 +1486,16 @@ static const TestCase CASES[] = {
     {&ROUTE, {17, 37, 256, 16}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE, {5, 37, 96, 12}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
     {&ROUTE_SET, {5, 37, 96, 12}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
-    // more sources than one online-softmax chunk (32): the chunk rescaling and
-    // the backward walk that finishes the earlier chunks' weights
+    // many sources: the forward's tiles of tokens shrink with n_src · d (here
+    // to one tile, to the minimum of 4 tokens with a short last tile, and 30
+    // tokens for micro's 17 × 256 above, two tiles of 37)
     {&ROUTE, {70, 9, 64, 4}, ROUTE_RISING, 5e-5, WHY_ROUTE},
     {&ROUTE, {70, 9, 64, 4}, ROUTE_SATURATED, 5e-5, WHY_ROUTE},
     {&ROUTE, {33, 9, 64, 2}, ROUTE_SPREAD, 2e-5, WHY_ROUTE},
     {&ROUTE, {49, 5, 256, 128}, ROUTE_RANDOM, 3e-5, WHY_ROUTE},
     {&ROUTE, {40, 7, 36, 1}, ROUTE_RANDOM, 3e-5, WHY_ROUTE},
     {&ROUTE, {2, 3, 8, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE, {70, 9, 512, 8}, ROUTE_RISING, 5e-5, WHY_ROUTE},
     // route_backward_set: written dsrc
     {&ROUTE_SET, {1, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE_SET, {5, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},

@@ -27,8 +27,7 @@ static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
 enum {
-    HEAD_CHUNK = 64, // forward keeps per-head running max/normaliser on the stack
-    SRC_CHUNK = 32,  // sources per online-softmax step (their rows stay in cache)
+    HEAD_CHUNK = 64, // forward keeps per-head max/normaliser on the stack
     PAD = 16,        // per-thread scratch slices start on 64-byte boundaries
 };
 
