@@ -17,13 +17,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git show "$rev:src/kernels/cpu/route_forward.c" > "$tmp/fa.c"
 git show "$rev:src/kernels/cpu/route_backward.c" > "$tmp/ba.c"
+# A's objects see A's shared header (found before src/ by the include path).
+mkdir -p "$tmp/inc/kernels/cpu"
+git show "$rev:src/kernels/cpu/route_impl.h" > "$tmp/inc/kernels/cpu/route_impl.h"
 # The flags of the Makefile's route objects.
 cc=${CC:-cc}
 flags="-Isrc -std=c11 -O3 -march=native -fopenmp -D_GNU_SOURCE -ffp-contract=fast"
 names() { echo "-Droute_forward=route_forward_$1 -Droute_backward=route_backward_$1 \
 -Droute_backward_set=route_backward_set_$1 -Droute_scratch_floats=route_scratch_floats_$1"; }
-$cc $flags $(names A) -c "$tmp/fa.c" -o "$tmp/fa.o"
-$cc $flags $(names A) -c "$tmp/ba.c" -o "$tmp/ba.o"
+$cc -I"$tmp/inc" $flags $(names A) -c "$tmp/fa.c" -o "$tmp/fa.o"
+$cc -I"$tmp/inc" $flags $(names A) -c "$tmp/ba.c" -o "$tmp/ba.o"
 $cc $flags $(names B) -c "$fwd" -o "$tmp/fb.o"
 $cc $flags $(names B) -c "$bwd" -o "$tmp/bb.o"
 $cc $flags tools/route_ab.c "$tmp"/*.o build/libmhar.a -fopenmp -lopenblas -lcjson -lm \

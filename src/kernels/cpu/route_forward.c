@@ -1,23 +1,11 @@
-// Depth routing, forward (SPEC §5), over tiles of tokens. Per tile, the
-// first pass walks the sources one at a time, each over all the tile's
-// tokens: one contiguous run of tile·d floats per source, which the
-// hardware prefetches as a single stream, where walking token by token
-// reads N rows from N streams (measured on a 2-core AMD EPYC: a bare read of
-// micro's 17 sources ran at 19-22 GB/s row by row, 25-32 GB/s in runs of 64
-// rows, 26-37 GB/s as one stream). It writes the logits into the w slots.
-// Then, token by token, the softmax over all sources in place and the
-// weighted sum, reading the tile's rows again from L2. Only w [N, n_tok, H]
-// is saved for the backward.
+// Depth routing, forward (SPEC §5), over tiles of tokens (route_impl.h).
+// Per tile, the first pass walks the sources one at a time over the tile's
+// tokens and writes the logits into the w slots; then, token by token, the
+// softmax over all sources in place and the weighted sum, reading the
+// tile's rows again from L2. Only w [N, n_tok, H] is saved for the backward.
 // Compiled with -ffp-contract=fast (Makefile): the dot products and the
 // weighted sum become FMAs (measured: forward ~10% faster), as in the backward.
 #include "kernels/cpu/route_impl.h"
-
-// The tile's rows of all sources stay in L2 between the two passes: a
-// budget of half of a 1 MiB L2 (tiles of 30 tokens for micro's final read
-// of 17 sources × d 256). Measured over the model's 17 reads (tools/route_ab.sh
-// -- 8 40 4096 1): 256 KiB 0.85, 512 KiB 0.84-0.88, 1 MiB 1.00 of the
-// time token by token.
-enum { TILE_BYTES = 512 << 10, TILE_MIN = 4, TILE_MAX = 64 };
 
 // Source row S [d] -> logits lg [H]: ρ · Σ_{k∈h} qg_k S_k. One pass over the
 // row: Σ S² (for ρ, over the full width) rides along the head dots.
@@ -91,8 +79,7 @@ void route_forward(OpsContext *ctx, float *x, float *w, float *scratch, RouteSou
     const Args A = {.S = S, .qg = key_weight(scratch, q, g, d), .n_src = n_src,
                     .n_tok = n_tok, .d = d, .H = H, .eps = eps};
     const int hw = d / H;
-    const size_t fit = TILE_BYTES / ((size_t)n_src * d * sizeof(float));
-    const int tile = fit < TILE_MIN ? TILE_MIN : fit > TILE_MAX ? TILE_MAX : (int)fit;
+    const int tile = route_tile_tokens(n_src, d);
     const int n_tiles = (n_tok + tile - 1) / tile;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n_tiles; i++) {
