@@ -1486,9 +1486,9 @@ static const TestCase CASES[] = {
     {&ROUTE, {17, 37, 256, 16}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE, {5, 37, 96, 12}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
     {&ROUTE_SET, {5, 37, 96, 12}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
-    // many sources: the forward's tiles of tokens shrink with n_src · d (here
-    // to one tile, to the minimum of 4 tokens with a short last tile, and 30
-    // tokens for micro's 17 × 256 above, two tiles of 37)
+    // many sources: the kernels' tiles of tokens shrink with n_src · d (here
+    // to one tile, to the minimum of 4 tokens with a short last tile; 15
+    // tokens for micro's 17 × 256 above, three tiles of 37)
     {&ROUTE, {70, 9, 64, 4}, ROUTE_RISING, 5e-5, WHY_ROUTE},
     {&ROUTE, {70, 9, 64, 4}, ROUTE_SATURATED, 5e-5, WHY_ROUTE},
     {&ROUTE, {33, 9, 64, 2}, ROUTE_SPREAD, 2e-5, WHY_ROUTE},

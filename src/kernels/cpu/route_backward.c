@@ -1,14 +1,14 @@
 // Depth routing, backward (SPEC §5), over tiles of tokens (route_impl.h).
 // Per tile, pass 1 walks the sources one at a time over the tile's tokens,
-// reading S, and keeps the
-// per-(source, token, head) statistics; then, token by token, the softmax
-// gradient; pass 2, source by source again, updates dS and z, reading S from
-// L2. Source gradients accumulate in place (or are written: route_backward_set);
-// dq and dg are reduced from per-thread partials in a fixed order, so the
-// result does not depend on timing. Compiled with -ffp-contract=fast
-// (Makefile): in cache the backward is bound by its instruction count, and
-// FMAs cut it (with the eight-head sums below: 0.75-0.83x the time a call at
-// N 17 x d 256, H 8, 1 thread in L2; README).
+// reading S, and keeps the per-(source, token, head) statistics; then, token
+// by token, the softmax gradient; pass 2, source by source again, updates dS
+// and z, reading S from L2 and fetching the next tile's. Source gradients
+// accumulate in place (or are written: route_backward_set); dq and dg are
+// reduced from per-thread partials in a fixed order, so the result does not
+// depend on timing. Compiled with -ffp-contract=fast (Makefile): in cache the
+// backward is bound by its instruction count, and FMAs cut it (with the
+// eight-head sums below: 0.75-0.83x the time a call at N 17 x d 256, H 8, 1
+// thread in L2; README).
 #include "kernels/cpu/route_impl.h"
 
 // ---- backward ----------------------------------------------------------------------
@@ -168,6 +168,7 @@ INLINE void backward_tile(Tmp T, const Args *A, int t0, int t1, int hw) {
         for (int t = t0; t < t1; t++) {
             const size_t i = (size_t)n * nt + (t - t0);
             const float *S = src_row(A, n, t), *dxt = A->dx + (size_t)t * d;
+            if (t + nt < A->n_tok) prefetch_row_l2(S + (size_t)nt * d, d); // the next tile's
             const float *wn = A->w + (size_t)n * ws + (size_t)t * H, *u = T.a + i * H;
             float *dS = dsrc_row(A, n, t);
             const float beta = T.rho[i];

@@ -2,7 +2,8 @@
 // Per tile, the first pass walks the sources one at a time over the tile's
 // tokens and writes the logits into the w slots; then, token by token, the
 // softmax over all sources in place and the weighted sum, reading the
-// tile's rows again from L2. Only w [N, n_tok, H] is saved for the backward.
+// tile's rows again from L2 and fetching the next tile's. Only w [N, n_tok,
+// H] is saved for the backward.
 // Compiled with -ffp-contract=fast (Makefile): the dot products and the
 // weighted sum become FMAs (measured: forward ~10% faster), as in the backward.
 #include "kernels/cpu/route_impl.h"
@@ -40,8 +41,8 @@ INLINE void softmax_slots(float *restrict wt, size_t ws, int n_src, int hc) {
 
 // Token t: the weights from its logits, then x_t = Σ_n w_n S_n, row by row
 // (the sources sit a stride apart that walking one head across rows would
-// map to few L1 sets).
-INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int t, int hw) {
+// map to few L1 sets), fetching the rows `ahead` tokens on (the next tile's).
+INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int t, int hw, int ahead) {
     const int H = A->H;
     const size_t ws = (size_t)A->n_tok * H; // w stride between sources
     float *wt = w + (size_t)t * H;           // w slot (source 0, head 0)
@@ -50,6 +51,7 @@ INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int 
     memset(xt, 0, (size_t)A->d * sizeof(float));
     for (int n = 0; n < A->n_src; n++) {
         const float *restrict S = src_row(A, n, t);
+        if (t + ahead < A->n_tok) prefetch_row_l2(S + (size_t)ahead * A->d, A->d);
         const float *wn = wt + n * ws;
         for (int h = 0; h < H; h++) {
             const int o = h * hw;
@@ -64,7 +66,7 @@ INLINE void forward_tile(float *restrict x, float *restrict w, const Args *A, in
     const size_t ws = (size_t)A->n_tok * A->H;
     for (int n = 0; n < A->n_src; n++)
         for (int t = t0; t < t1; t++) source_logits(w + n * ws + (size_t)t * A->H, src_row(A, n, t), A, hw);
-    for (int t = t0; t < t1; t++) token_sum(x + (size_t)t * A->d, w, A, t, hw);
+    for (int t = t0; t < t1; t++) token_sum(x + (size_t)t * A->d, w, A, t, hw, t1 - t0);
 }
 
 void route_forward(OpsContext *ctx, float *x, float *w, float *scratch, RouteSources S,
