@@ -8,17 +8,16 @@
 // weighted sum become FMAs (measured: forward ~10% faster), as in the backward.
 #include "kernels/cpu/route_impl.h"
 
-// Source row S [d] -> logits lg [H]: ρ · Σ_{k∈h} qg_k S_k. One pass over the
-// row: Σ S² (for ρ, over the full width) rides along the head dots.
-INLINE void source_logits(float *restrict lg, const float *restrict S, const Args *A, int hw) {
+// Source row S [d] -> lg [H]: Σ_{k∈h} qg_k S_k (the logits before ρ);
+// returns Σ S² over the full width, which rides along the head dots.
+INLINE float source_dots(float *restrict lg, const float *restrict S, const Args *A, int hw) {
     v8 ss[4] = {{0}, {0}, {0}, {0}};
     float ts = 0;
     for (int h = 0; h < A->H; h++) {
         const int o = h * hw;
         lg[h] = slice_stats(S + o, A->qg + o, hw, ss, &ts);
     }
-    const float rho = rms_inv(hsum4(ss) + ts, A->d, A->eps);
-    for (int h = 0; h < A->H; h++) lg[h] *= rho;
+    return hsum4(ss) + ts;
 }
 
 // Token t's w slots [N] (stride ws) of heads [h0, h0 + hc): logits in,
@@ -42,6 +41,9 @@ INLINE void softmax_slots(float *restrict wt, size_t ws, int n_src, int hc) {
 // Token t: the weights from its logits, then x_t = Σ_n w_n S_n, row by row
 // (the sources sit a stride apart that walking one head across rows would
 // map to few L1 sets), fetching the rows `ahead` tokens on (the next tile's).
+// Four sources at a time, so that x_t's partial sums stay in registers
+// across them (the same sums in the same order as one at a time; with ρ
+// below, 0.92-0.94 of the time over the model's 17 reads).
 INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int t, int hw, int ahead) {
     const int H = A->H;
     const size_t ws = (size_t)A->n_tok * H; // w stride between sources
@@ -49,7 +51,30 @@ INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int 
     for (int h0 = 0; h0 < H; h0 += HEAD_CHUNK)
         softmax_slots(wt + h0, ws, A->n_src, H - h0 < HEAD_CHUNK ? H - h0 : HEAD_CHUNK);
     memset(xt, 0, (size_t)A->d * sizeof(float));
-    for (int n = 0; n < A->n_src; n++) {
+    int n = 0;
+    for (; n + 4 <= A->n_src; n += 4) {
+        const float *restrict S0 = src_row(A, n, t), *restrict S1 = src_row(A, n + 1, t);
+        const float *restrict S2 = src_row(A, n + 2, t), *restrict S3 = src_row(A, n + 3, t);
+        if (t + ahead < A->n_tok) {
+            const size_t a = (size_t)ahead * A->d;
+            prefetch_row_l2(S0 + a, A->d), prefetch_row_l2(S1 + a, A->d);
+            prefetch_row_l2(S2 + a, A->d), prefetch_row_l2(S3 + a, A->d);
+        }
+        const float *w0 = wt + n * ws;
+        for (int h = 0; h < H; h++) {
+            const int o = h * hw;
+            const float e0 = w0[h], e1 = w0[ws + h], e2 = w0[2 * ws + h], e3 = w0[3 * ws + h];
+            for (int k = 0; k < hw; k++) {
+                float v = xt[o + k];
+                v += e0 * S0[o + k];
+                v += e1 * S1[o + k];
+                v += e2 * S2[o + k];
+                v += e3 * S3[o + k];
+                xt[o + k] = v;
+            }
+        }
+    }
+    for (; n < A->n_src; n++) {
         const float *restrict S = src_row(A, n, t);
         if (t + ahead < A->n_tok) prefetch_row_l2(S + (size_t)ahead * A->d, A->d);
         const float *wn = wt + n * ws;
@@ -63,9 +88,18 @@ INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int 
 
 // Tokens [t0, t1): logits source by source, then weights and sums token by token.
 INLINE void forward_tile(float *restrict x, float *restrict w, const Args *A, int t0, int t1, int hw) {
-    const size_t ws = (size_t)A->n_tok * A->H;
-    for (int n = 0; n < A->n_src; n++)
-        for (int t = t0; t < t1; t++) source_logits(w + n * ws + (size_t)t * A->H, src_row(A, n, t), A, hw);
+    const int H = A->H;
+    const size_t ws = (size_t)A->n_tok * H;
+    for (int n = 0; n < A->n_src; n++) {
+        float *wn = w + n * ws + (size_t)t0 * H, rho[TILE_MAX]; // Σ S², then ρ
+        for (int i = 0; i < t1 - t0; i++)
+            rho[i] = source_dots(wn + (size_t)i * H, src_row(A, n, t0 + i), A, hw);
+        // ρ for the whole tile in one vector pass (perf: one row at a time,
+        // its scalar sqrt and divide took ~12% of the forward's samples).
+        for (int i = 0; i < t1 - t0; i++) rho[i] = 1.0f / sqrtf(rho[i] / (float)A->d + A->eps);
+        for (int i = 0; i < t1 - t0; i++)
+            for (int h = 0; h < H; h++) wn[(size_t)i * H + h] *= rho[i];
+    }
     for (int t = t0; t < t1; t++) token_sum(x + (size_t)t * A->d, w, A, t, hw, t1 - t0);
 }
 
