@@ -96,7 +96,7 @@ INLINE void forward_tile(float *restrict x, float *restrict w, const Args *A, in
             rho[i] = source_dots(wn + (size_t)i * H, src_row(A, n, t0 + i), A, hw);
         // ρ for the whole tile in one vector pass (perf: one row at a time,
         // its scalar sqrt and divide took ~12% of the forward's samples).
-        for (int i = 0; i < t1 - t0; i++) rho[i] = 1.0f / sqrtf(rho[i] / (float)A->d + A->eps);
+        for (int i = 0; i < t1 - t0; i++) rho[i] = rms_inv(rho[i], A->d, A->eps);
         for (int i = 0; i < t1 - t0; i++)
             for (int h = 0; h < H; h++) wn[(size_t)i * H + h] *= rho[i];
     }
