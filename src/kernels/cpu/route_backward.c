@@ -42,6 +42,10 @@ static Tmp thread_tmp(float *base, int n_src, int d, int H) {
     return T;
 }
 
+// Scratch for omp_get_max_threads() threads, so call it under the thread
+// count route_backward will run with. It grows with every argument: the size
+// for (N, d, H) also serves any call with fewer sources or heads (fewer
+// sources get longer tiles, within route_tile_rows_bound).
 size_t route_scratch_floats(OpsContext *ctx, int n_src, int d, int H) {
     (void)ctx;
     return qg_floats(d) + (size_t)omp_get_max_threads() * thread_floats(n_src, d, H);
@@ -49,12 +53,21 @@ size_t route_scratch_floats(OpsContext *ctx, int n_src, int d, int H) {
 
 typedef int v8i __attribute__((vector_size(32)));
 
-// Token with w slots wt (stride ws between sources) and a, b (stride as
-// between sources): a becomes a − a_pivot, s [H] = Σ_n w (a − a_p).
+// One token's a [N] (stride as between sources) and w slots wt (stride ws):
+// s_h relative to the pivot p = argmax_n w_{n,h}: with Σ_n w = 1,
+// a_n − s = (a_n − a_p) − Σ_m w_m (a_m − a_p). When one source takes almost
+// all the weight, a_p − s is tiny and Σ w a would lose it to cancellation
+// (measured: 6e-3 relative error in dq for a saturated softmax). a becomes
+// a − a_p (exactly 0 for n = p), s [H] = Σ_n w (a − a_p). Loops run over
+// sources outside, heads inside: wt's source stride is a multiple of 4 KiB.
 INLINE void pivot_sums(Tmp T, float *restrict a, size_t as, const float *restrict wt, size_t ws,
                        int n_src, int H) {
+    // restrict copies: the scratch slices do not alias, which the compiler
+    // cannot see through the struct.
     float *restrict best = T.best, *restrict ap = T.ap, *restrict s = T.s;
     int h0 = 0;
+    // Eight heads at a time with explicit selects: written plainly, gcc emits
+    // a compare and branch per (n, h) (measured: 8% of the backward).
     for (; h0 + 8 <= H; h0 += 8) {
         v8 b = {-1, -1, -1, -1, -1, -1, -1, -1}, p = {0};
         for (int n = 0; n < n_src; n++) {
@@ -80,6 +93,9 @@ INLINE void pivot_sums(Tmp T, float *restrict a, size_t as, const float *restric
         }
 }
 
+// One head slice [hw] of a source row, hw a multiple of 8: the products with
+// qg and dx summed over the slice's vectors (lanes still apart, for
+// hsum8x8), s² added into the lanes ss[4].
 INLINE void slice_vec2(v8 *qv, v8 *dv, v8 ss[4], const float *restrict s, const float *restrict qg,
                        const float *restrict dx, int hw) {
     v8 qa[4] = {{0}}, da[4] = {{0}};
@@ -123,6 +139,8 @@ INLINE void row_stats(float *restrict a, float *restrict b, float *rho, const fl
     }
 }
 
+// One head slice [n] of one source: z += u·S and the source gradient (added,
+// or written when set).
 INLINE void slice_grad(float *restrict z, float *restrict dS, const float *restrict S,
                        const float *restrict dx, const float *restrict qg, float wt,
                        float u, float beta, int n, int set) {
