@@ -1,8 +1,9 @@
 // Depth routing, backward (SPEC §5), over tiles of tokens (route_impl.h).
 // Per tile, pass 1 walks the sources one at a time over the tile's tokens,
-// reading S, and keeps the per-(source, token, head) statistics; then, token
-// by token, the softmax gradient; pass 2, source by source again, updates dS
-// and z, reading S from L2 and fetching the next tile's. Source gradients
+// reading S (and fetching the dS rows pass 2 updates), and keeps the
+// per-(source, token, head) statistics; then, token by token, the softmax
+// gradient; pass 2, source by source again, updates dS and z, reading S from
+// L2 and fetching the next tile's. Source gradients
 // accumulate in place (or are written: route_backward_set); dq and dg are
 // reduced from per-thread partials in a fixed order, so the result does not
 // depend on timing. Compiled with -ffp-contract=fast (Makefile): in cache the
@@ -155,11 +156,12 @@ INLINE void slice_grad(float *restrict z, float *restrict dS, const float *restr
 INLINE void backward_tile(Tmp T, const Args *A, int t0, int t1, int hw) {
     const int d = A->d, H = A->H, N = A->n_src, nt = t1 - t0;
     const size_t ws = (size_t)A->n_tok * H, as = (size_t)nt * H;
-    // Pass 1, source by source: statistics.
+    // Pass 1, source by source: statistics; fetch the dS rows pass 2 updates.
     for (int n = 0; n < N; n++)
         for (int t = t0; t < t1; t++) {
             const size_t i = (size_t)n * nt + (t - t0);
             const float *S = src_row(A, n, t);
+            prefetch_row_l2(dsrc_row(A, n, t), d, 1); // for pass 2
             row_stats(T.a + i * H, T.b + i * H, T.rho + i, S, A->dx + (size_t)t * d, A, hw);
         }
     // Per token: dℓ (over a), then c and β (into rho's slot as β, with u = ρ dℓ over a).
@@ -186,7 +188,7 @@ INLINE void backward_tile(Tmp T, const Args *A, int t0, int t1, int hw) {
         for (int t = t0; t < t1; t++) {
             const size_t i = (size_t)n * nt + (t - t0);
             const float *S = src_row(A, n, t), *dxt = A->dx + (size_t)t * d;
-            if (t + nt < A->n_tok) prefetch_row_l2(S + (size_t)nt * d, d); // the next tile's
+            if (t + nt < A->n_tok) prefetch_row_l2(S + (size_t)nt * d, d, 0); // the next tile's
             const float *wn = A->w + (size_t)n * ws + (size_t)t * H, *u = T.a + i * H;
             float *dS = dsrc_row(A, n, t);
             const float beta = T.rho[i];

@@ -57,8 +57,8 @@ INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int 
         const float *restrict S2 = src_row(A, n + 2, t), *restrict S3 = src_row(A, n + 3, t);
         if (t + ahead < A->n_tok) {
             const size_t a = (size_t)ahead * A->d;
-            prefetch_row_l2(S0 + a, A->d), prefetch_row_l2(S1 + a, A->d);
-            prefetch_row_l2(S2 + a, A->d), prefetch_row_l2(S3 + a, A->d);
+            prefetch_row_l2(S0 + a, A->d, 0), prefetch_row_l2(S1 + a, A->d, 0);
+            prefetch_row_l2(S2 + a, A->d, 0), prefetch_row_l2(S3 + a, A->d, 0);
         }
         const float *w0 = wt + n * ws;
         for (int h = 0; h < H; h++) {
@@ -76,7 +76,7 @@ INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int 
     }
     for (; n < A->n_src; n++) {
         const float *restrict S = src_row(A, n, t);
-        if (t + ahead < A->n_tok) prefetch_row_l2(S + (size_t)ahead * A->d, A->d);
+        if (t + ahead < A->n_tok) prefetch_row_l2(S + (size_t)ahead * A->d, A->d, 0);
         const float *wn = wt + n * ws;
         for (int h = 0; h < H; h++) {
             const int o = h * hw;

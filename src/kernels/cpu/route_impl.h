@@ -71,7 +71,8 @@ typedef struct {
 // sources × d 256). Over the model's 17 reads (tools/route_ab.sh -- 8 40
 // 4096 1), against token by token: tiles of 512 KiB without the fetch ahead
 // 0.79 forward, 0.79 backward; the fetch ahead with 256 KiB tiles 0.89-0.92
-// of that forward (0.94 with 512 KiB), 0.90-0.91 backward (the same at 512).
+// of that forward (0.94 with 512 KiB), 0.90-0.91 backward (the same at 512);
+// the backward's dS rows fetched during its first pass, 0.87-0.90 of that.
 enum { TILE_BYTES = 256 << 10, TILE_MIN = 4, TILE_MAX = 64 };
 
 static inline int route_tile_tokens(int n_src, int d) {
@@ -87,9 +88,11 @@ static inline size_t route_tile_rows_bound(int n_src, int d) {
 }
 
 // Fetch the row [d] at p into L2 (prefetcht2 on x86: into L1 it evicted the
-// tile being read, 1.3x the time).
-static inline void prefetch_row_l2(const float *p, int d) {
-    for (int k = 0; k < d; k += 16) __builtin_prefetch(p + k, 0, 1); // one 64-byte line each
+// tile being read, 1.3x the time), to be written (`write`) or only read.
+static inline void prefetch_row_l2(const float *p, int d, int write) {
+    for (int k = 0; k < d; k += 16) // one 64-byte line each
+        if (write) __builtin_prefetch(p + k, 1, 1);
+        else __builtin_prefetch(p + k, 0, 1);
 }
 
 // Source n's row of token t, and its gradient row.
