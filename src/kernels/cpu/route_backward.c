@@ -3,13 +3,12 @@
 // reading S (and fetching the dS rows pass 2 updates), and keeps the
 // per-(source, token, head) statistics; then, token by token, the softmax
 // gradient; pass 2, source by source again, updates dS and z, reading S from
-// L2 and fetching the next tile's. Source gradients
-// accumulate in place (or are written: route_backward_set); dq and dg are
-// reduced from per-thread partials in a fixed order, so the result does not
-// depend on timing. Compiled with -ffp-contract=fast (Makefile): in cache the
-// backward is bound by its instruction count, and FMAs cut it (with the
-// eight-head sums below: 0.75-0.83x the time a call at N 17 x d 256, H 8, 1
-// thread in L2; README).
+// L2 and fetching the next tile's. Source gradients accumulate in place (or
+// are written: route_backward_set); dq and dg are reduced from per-thread
+// partials in a fixed order, so the result does not depend on timing.
+// Compiled with -ffp-contract=fast (Makefile): in cache the backward is bound
+// by its instruction count, and FMAs cut it (with the eight-head sums below:
+// 0.75-0.83x the time a call at N 17 x d 256, H 8, 1 thread in L2; README).
 #include "kernels/cpu/route_impl.h"
 
 // ---- backward ----------------------------------------------------------------------
@@ -99,7 +98,7 @@ INLINE void pivot_sums(Tmp T, float *restrict a, size_t as, const float *restric
 // hsum8x8), s² added into the lanes ss[4].
 INLINE void slice_vec2(v8 *qv, v8 *dv, v8 ss[4], const float *restrict s, const float *restrict qg,
                        const float *restrict dx, int hw) {
-    v8 qa[4] = {{0}}, da[4] = {{0}};
+    v8 qa[4] = {{0}}, da[4] = {{0}}; // set by the first vectors (zeros only for the compiler)
     for (int k = 0; k < hw; k += 8) {
         const int j = (k / 8) & 3;
         const v8 x = LOAD8(s + k), pq = LOAD8(qg + k) * x, pd = LOAD8(dx + k) * x;
@@ -172,13 +171,13 @@ INLINE void backward_tile(Tmp T, const Args *A, int t0, int t1, int hw) {
         for (int n = 0; n < N; n++) {
             float *dl = at + n * as;
             const float *wn = wt + n * ws, *bn = bt + n * as;
-            float c = 0;
+            float c = 0; // ⟨g⊙dK_n, S_n⟩ / ρ_n
             for (int h = 0; h < H; h++) {
                 dl[h] = wn[h] * (dl[h] - T.s[h]);
                 c += dl[h] * bn[h];
             }
             float *rho = T.rho + (size_t)n * nt + (t - t0);
-            const float r = *rho, beta = (r * c) * r * r / (float)d;
+            const float r = *rho, beta = (r * c) * r * r / (float)d; // r·c first: bounded
             for (int h = 0; h < H; h++) dl[h] *= r; // u
             *rho = beta;
         }
@@ -223,6 +222,7 @@ static void backward(RouteGrads dS, float *dq, float *dg, float *scratch, const 
             DISPATCH_HW(hw, BWD)
 #undef BWD
         }
+        // Implicit barrier above; reduce the partials in fixed thread order.
 #pragma omp for schedule(static)
         for (int k = 0; k < d; k++) {
             float zk = 0;
