@@ -69,8 +69,9 @@ B, T, d, L, H = j["batch"], j["seq"], 128, 6, 8          # nano, --route-heads 8
 n, P = B * T, 2 * L + 1
 row, Sig = n * d, P * (P + 1) // 2
 # README's formulas: full routing, baseline (+ the model's zeroing of 2L+1 rows), block N = 4
-want = {"mhar": (4 * (2 * Sig * row + P * row + Sig * n * H), 8 * (P * row + Sig * n * H + Sig * row)),
-        "attnres": (4 * (2 * Sig * row + P * row + Sig * n), 8 * (P * row + Sig * n + Sig * row)),
+full = lambda h: (4 * (2 * Sig * row + 4 * P * row + 4 * Sig * n * h + P * n),
+                  8 * (3 * P * row + 2 * Sig * n * h + P * n * h + P * n))
+want = {"mhar": full(H), "attnres": full(1),
         "baseline": (4 * 2 * (1 + 4 * L) * row, 8 * (2 * (2 * L + 1) + 2 * L + 1) * row)}
 bl = -(-L // 4); nb = -(-L // bl); rd = wr = 0
 rd += row; wr += row            # b_0 = emb
@@ -132,8 +133,13 @@ for k, s in S.items():
         errs.append(f"{k}: ops {tot:.3f} ms of a {step} ms step")
     if not all(o in prof for o in ("matmul_forward", "matmul_backward", "attention_forward", "adamw_update")):
         errs.append(f"{k}: ops {sorted(prof)}")
-    if ("route_forward" in prof) != (k != "baseline") or ("route_backward" in prof) != (k != "baseline"):
-        errs.append(f"{k}: route kernels {'route_forward' in prof}")
+    # full routing runs source by source; block routing through route_forward/backward
+    kern = {"mhar": ("route_keys", "route_mix", "route_dx_keep", "route_gather"),
+            "attnres": ("route_keys", "route_mix", "route_dx_keep", "route_gather"),
+            "block": ("route_forward", "route_backward")}.get(k, ())
+    every = ("route_forward", "route_backward", "route_keys", "route_mix", "route_dx_keep", "route_gather")
+    if any((o in prof) != (o in kern) for o in every):
+        errs.append(f"{k}: route kernels {sorted(o for o in every if o in prof)}")
     floor = 1e3 * (s["route_read_bytes"] / (j["read_gbs"] * 1e9) + s["route_write_bytes"] / (j["rmw_gbs"] * 1e9))
     if not (s.get("residual_work_ms", 0) > 0 and abs(s["residual_floor_ms"] - floor) <= 2e-3 * floor + 1e-4
             and s["residual_work_ms"] <= step):

@@ -337,6 +337,54 @@ static void route_bwd_either(Backend *be, Case *c, int set, int tail) {
     route_grads_done(c, gown);
     free(scratch), free(own);
 }
+// Full routing source by source (route_keys, route_mix, route_dx_keep,
+// route_gather) as one read: the same op as route_forward/backward. The
+// keys go to two readers (the read uses the first; the second's must be the
+// same logits), and the gradient is gathered from two readers that split dx
+// as 1/4 + 3/4: it is linear in dx, so they sum to the one read's, and the
+// gather's first-reader write and later-reader add both run.
+static void route_src_keys(Backend *be, Case *c, float *lg, float *lg2, float *rho, float *scratch) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
+    for (int n = 0; n < N; n++) {
+        const size_t slot = (size_t)n * T * H;
+        const RouteReader rd[2] = {{.q = c->in[1], .g = c->in[2], .lg = lg + slot},
+                                   {.q = c->in[1], .g = c->in[2], .lg = lg2 + slot}};
+        route_keys(be->ctx, rho + (size_t)n * T, rd, 2, scratch, c->in[0] + (size_t)n * T * d, T, d, H,
+                   NORM_EPS);
+    }
+}
+static void route_src_fwd(Backend *be, Case *c) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
+    float *lg = scratch_nan((size_t)N * T * H), *lg2 = scratch_nan((size_t)N * T * H);
+    float *rho = scratch_nan((size_t)N * T), *scratch = scratch_nan(route_scratch_floats(be->ctx, N, d, H));
+    route_src_keys(be, c, lg, lg2, rho, scratch);
+    if (memcmp(lg, lg2, sizeof(float) * N * T * H)) lg[0] = NAN; // readers with one query disagree
+    route_mix(be->ctx, c->out[0], c->out[1], lg, (RouteSources){c->in[0], (size_t)T * d, N, NULL}, T, d, H);
+    free(lg), free(lg2), free(rho), free(scratch);
+}
+static void route_src_bwd(Backend *be, Case *c) {
+    int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
+    float *lg = scratch_nan((size_t)N * T * H), *lg2 = scratch_nan((size_t)N * T * H);
+    float *rho = scratch_nan((size_t)N * T), *scratch = scratch_nan(route_scratch_floats(be->ctx, N, d, H));
+    float *dx = scratch_nan((size_t)2 * T * d), *keep = scratch_nan((size_t)2 * T * d);
+    float *cc = scratch_nan((size_t)2 * T * H);
+    route_src_keys(be, c, lg, lg2, rho, scratch);
+    for (size_t i = 0; i < (size_t)T * d; i++) dx[i] = 0.25f * c->dout[0][i], dx[T * d + i] = 0.75f * c->dout[0][i];
+    for (int r = 0; r < 2; r++)
+        route_dx_keep(be->ctx, keep + (size_t)r * T * d, cc + (size_t)r * T * H, dx + (size_t)r * T * d, c->out[0],
+                      T, d, H);
+    for (int n = 0; n < N; n++) {
+        const size_t slot = (size_t)n * T * H;
+        RouteReader rd[2];
+        for (int r = 0; r < 2; r++)
+            rd[r] = (RouteReader){.q = c->in[1], .g = c->in[2], .lg = lg + slot, .w = c->out[1] + slot,
+                                  .dx = keep + (size_t)r * T * d, .c = cc + (size_t)r * T * H,
+                                  .dq = c->din[1], .dg = c->din[2]};
+        route_gather(be->ctx, c->din[0] + (size_t)n * T * d, rd, 2, scratch, c->in[0] + (size_t)n * T * d,
+                     rho + (size_t)n * T, T, d, H);
+    }
+    free(lg), free(lg2), free(rho), free(scratch), free(dx), free(keep), free(cc);
+}
 static void route_fwd(Backend *be, Case *c) { route_fwd_either(be, c, 0); }
 static void route_bwd(Backend *be, Case *c) { route_bwd_either(be, c, 0, 0); }
 static void route_set_bwd(Backend *be, Case *c) { route_bwd_either(be, c, 1, 0); }
@@ -1283,6 +1331,10 @@ static const Op VEC_SCALE_ACC = {"vec_scale_acc", "n", {0}, shape_vec, init_norm
 #define ROUTE_KINDS {"random", "spread", "saturated", "zero_q", "rising"}
 static const Op ROUTE = {"route", "n_src n_tok d H", ROUTE_KINDS, shape_route, init_route, route_fwd, route_bwd,
                          ref_route, {GRAD_ACC, GRAD_ACC, GRAD_ACC}, {DOUT_RANDOM, DOUT_NONE}, route_tol_data};
+// full routing source by source: the same op; the gather writes dsrc
+static const Op ROUTE_SRC = {"route_by_source", "n_src n_tok d H", ROUTE_KINDS, shape_route, init_route,
+                             route_src_fwd, route_src_bwd, ref_route, {GRAD_SET, GRAD_ACC, GRAD_ACC},
+                             {DOUT_RANDOM, DOUT_NONE}, route_tol_data};
 // route_backward_set: the same op, but its backward writes dsrc
 static const Op ROUTE_SET = {"route_set", "n_src n_tok d H", ROUTE_KINDS, shape_route, init_route, route_fwd,
                              route_set_bwd, ref_route, {GRAD_SET, GRAD_ACC, GRAD_ACC},
@@ -1496,6 +1548,22 @@ static const TestCase CASES[] = {
     {&ROUTE, {40, 7, 36, 1}, ROUTE_RANDOM, 3e-5, WHY_ROUTE},
     {&ROUTE, {2, 3, 8, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE, {70, 9, 512, 8}, ROUTE_RISING, 5e-5, WHY_ROUTE},
+    // full routing source by source: every kind of data, head widths 32,
+    // 8, 15 and 9, H > 64, many sources, one token
+    {&ROUTE_SRC, {1, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {5, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 37, 256, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 37, 256, 1}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 37, 64, 8}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 37, 256, 1}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 37, 64, 8}, ROUTE_ZERO_Q, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 37, 256, 2}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {3, 37, 60, 4}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {5, 11, 18, 2}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {5, 37, 256, 128}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {70, 9, 64, 4}, ROUTE_SATURATED, 5e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 1, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {17, 100, 256, 8}, ROUTE_RISING, 1e-5, WHY_ROUTE},
     // route_backward_set: written dsrc
     {&ROUTE_SET, {1, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE_SET, {5, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},

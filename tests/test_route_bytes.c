@@ -6,9 +6,11 @@
 //     bench can give each one a floor), and residual_route_bytes says 0
 //     for a scheme that does not;
 //   - bytes are linear in the tokens (every pass streams rows of n_tok·d);
-//   - attnres is mhar with one head, and more heads only add the weights
-//     w [N, n, H] (reads and writes grow by the same float count, 4 and 8
-//     bytes each);
+//   - attnres is mhar with one head, and more heads only add the per-head
+//     slots: for each (source, site) pair its logits and weights [n, H]
+//     (written once each; read four times in all, with each site's
+//     ⟨dx, x⟩ [n, H] that the gather reads per pair), and each site's
+//     ⟨dx, x⟩ written once;
 //   - the model's zeroing of the dsources rows is added exactly for the
 //     schemes that do not set them (2L+1 rows written);
 //   - block routing with one layer per block reads fewer source rows than
@@ -60,9 +62,10 @@ int main(void) {
     RouteBytes a = bytes("attnres", 1, 0, n), m1 = bytes("mhar", 1, 0, n), m8 = bytes("mhar", 8, 0, n);
     CHECK(a.read == m1.read && a.write == m1.write, "route_bytes.attnres_is_mhar_h1", "attnres %g / %g, mhar H=1 %g / %g",
           a.read, a.write, m1.read, m1.write);
-    const double w_floats = (double)P * (P + 1) / 2 * n * 7;  // 7 more heads of weights over every site's sources
-    CHECK(m8.read - m1.read == 4 * w_floats && m8.write - m1.write == 8 * w_floats, "route_bytes.heads_add_weights",
-          "H 8 - H 1: read %g, write %g; weights %g floats", m8.read - m1.read, m8.write - m1.write, w_floats);
+    const double w_floats = (double)P * (P + 1) / 2 * n * 7;  // 7 more heads of one slot over every (source, site)
+    CHECK(m8.read - m1.read == 4 * 4 * w_floats && m8.write - m1.write == 8 * (2 * w_floats + (double)P * n * 7),
+          "route_bytes.heads_add_weights", "H 8 - H 1: read %g, write %g; slots %g floats", m8.read - m1.read,
+          m8.write - m1.write, w_floats);
     // baseline sets no source gradient: the wrapper adds the zeroing, the scheme's own count does not have it
     Config cb = shape("baseline", 1, 0);
     RouteBytes own = residual_baseline.route_bytes(&cb, n), total = bytes("baseline", 1, 0, n);

@@ -226,6 +226,47 @@ void route_backward(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float 
 void route_backward_set(OpsContext *ctx, RouteGrads dS, float *dq, float *dg, float *scratch,
                         const float *dx, const float *w, RouteSources S, const float *q,
                         const float *g, int n_tok, int d, int H, float eps);
+
+// ---- full routing, source by source (attnres, mhar) ----------------------------
+// Every query of full routing is a parameter, so a source's logits at all
+// the sites that will read it are known once the source is written: one
+// pass over its rows computes them all (route_keys), and a read is then only
+// the softmax and the weighted sum (route_mix). The backward works the same
+// way round: a site keeps its dx (route_dx_keep), and a source's gradient is
+// gathered from the dx of every site that read it when its producer's
+// backward needs it (route_gather), written once, where route_backward
+// updated every source's gradient row at every site. Per source and token
+// the math is route_forward's and route_backward's.
+//
+// One site that reads a source, as these kernels see it: its parameters
+// and its slots for that source (token stride H).
+typedef struct {
+    const float *q, *g;   // [d] query and key-norm weight
+    float *lg;            // [n_tok, H] logits ℓ (route_keys writes them)
+    const float *w;       // [n_tok, H] softmax weights (route_mix wrote them)
+    const float *dx, *c;  // [n_tok, d], [n_tok, H] (route_dx_keep wrote them)
+    float *dq, *dg;       // [d] accumulate
+} RouteReader;
+// Source S [n_tok, d] -> rho [n_tok] = rsqrt(mean S² + eps) and, for each
+// of the n_rd readers, lg [n_tok, H] = ρ Σ_{k∈h} q_k g_k S_k.
+// scratch: route_scratch_floats(ctx, n_rd, d, H) floats.
+void route_keys(OpsContext *ctx, float *rho, const RouteReader *rd, int n_rd, float *scratch,
+                const float *S, int n_tok, int d, int H, float eps);
+// A read from its logits lg [S.n, n_tok, H] -> w [S.n, n_tok, H] = softmax
+// over the sources, x [n_tok, d] = Σ_n w_n,h(k) S_n,k (both overwritten).
+void route_mix(OpsContext *ctx, float *x, float *w, const float *lg, RouteSources S, int n_tok, int d,
+               int H);
+// A read's gradient dx and output x [n_tok, d] -> keep [n_tok, d] = dx, and
+// c [n_tok, H] = ⟨dx_h, x_h⟩ (= Σ_n w_n ⟨dx_h, S_n,h⟩, the softmax
+// gradient's mean).
+void route_dx_keep(OpsContext *ctx, float *keep, float *c, const float *dx, const float *x, int n_tok,
+                   int d, int H);
+// Source S [n_tok, d] with its rho -> dS [n_tok, d] (overwritten): the sum
+// over its n_rd readers of their routes' gradients; each reader's dq and dg
+// accumulate. scratch: route_scratch_floats(ctx, n_rd, d, H) floats.
+void route_gather(OpsContext *ctx, float *dS, const RouteReader *rd, int n_rd, float *scratch,
+                  const float *S, const float *rho, int n_tok, int d, int H);
+
 // Statistics of saved weights w [n_src, n_tok, H], per head h, summed over
 // tokens into (accumulating) entropy, first, last [H]: entropy in nats, the
 // weight on source 0 and on source n_src-1.

@@ -48,7 +48,9 @@ static Tmp thread_tmp(float *base, int n_src, int d, int H) {
 // sources get longer tiles, within route_tile_rows_bound).
 size_t route_scratch_floats(OpsContext *ctx, int n_src, int d, int H) {
     (void)ctx;
-    return qg_floats(d) + (size_t)omp_get_max_threads() * thread_floats(n_src, d, H);
+    const size_t own = qg_floats(d) + (size_t)omp_get_max_threads() * thread_floats(n_src, d, H),
+                 by_source = route_source_scratch_floats(n_src, d);
+    return own > by_source ? own : by_source;
 }
 
 typedef int v8i __attribute__((vector_size(32)));

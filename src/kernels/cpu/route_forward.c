@@ -103,6 +103,38 @@ INLINE void forward_tile(float *restrict x, float *restrict w, const Args *A, in
     for (int t = t0; t < t1; t++) token_sum(x + (size_t)t * A->d, w, A, t, hw, t1 - t0);
 }
 
+// route_mix: the logits come in (route_keys wrote them for every reader of a
+// source); per tile they are copied into the w slots and each token's
+// softmax and sum run as in route_forward, the tile's rows fetched into L2
+// during the tile before.
+INLINE void mix_tile(float *restrict x, float *restrict w, const float *restrict lg, const Args *A, int t0,
+                     int t1, int hw) {
+    const size_t ws = (size_t)A->n_tok * A->H, off = (size_t)t0 * A->H;
+    for (int n = 0; n < A->n_src; n++)
+        memcpy(w + n * ws + off, lg + n * ws + off, (size_t)(t1 - t0) * A->H * sizeof(float));
+    for (int t = t0; t < t1; t++) token_sum(x + (size_t)t * A->d, w, A, t, hw, t1 - t0);
+}
+
+void route_mix(OpsContext *ctx, float *x, float *w, const float *lg, RouteSources S, int n_tok, int d,
+               int H) {
+    OPS_TIMED(ctx);
+    (void)ctx;
+    const int n_src = S.n;
+    if (n_src <= 0) {
+        memset(x, 0, (size_t)n_tok * d * sizeof(float));
+        return;
+    }
+    const Args A = {.S = S, .n_src = n_src, .n_tok = n_tok, .d = d, .H = H};
+    const int hw = d / H, tile = route_tile_tokens(n_src, d), n_tiles = (n_tok + tile - 1) / tile;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n_tiles; i++) {
+        const int t0 = i * tile, t1 = t0 + tile < n_tok ? t0 + tile : n_tok;
+#define MIX(HW) mix_tile(x, w, lg, &A, t0, t1, HW)
+        DISPATCH_HW(hw, MIX)
+#undef MIX
+    }
+}
+
 void route_forward(OpsContext *ctx, float *x, float *w, float *scratch, RouteSources S,
                    const float *q, const float *g, int n_tok, int d, int H, float eps) {
     OPS_TIMED(ctx);

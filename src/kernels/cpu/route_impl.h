@@ -231,3 +231,35 @@ static inline const float *key_weight(float *scratch, const float *q, const floa
     for (int k = 0; k < d; k++) scratch[k] = q[k] * g[k];
     return scratch;
 }
+
+// out [H] = Σ_{k∈h} a_k b_k over the head slices of rows a, b [H·hw]: eight
+// heads at a time through hsum8x8 when hw is a multiple of 8 (the route
+// kernels' common widths), four accumulators within a slice.
+INLINE void head_dots(float *restrict out, const float *restrict a, const float *restrict b, int H, int hw) {
+    if (hw % 8 == 0) {
+        for (int h0 = 0; h0 < H; h0 += 8) {
+            const int hc = H - h0 < 8 ? H - h0 : 8;
+            v8 v[8];
+            for (int i = 0; i < hc; i++) {
+                const float *x = a + (size_t)(h0 + i) * hw, *y = b + (size_t)(h0 + i) * hw;
+                v8 acc[4] = {{0}, {0}, {0}, {0}};
+                for (int k = 0; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(x + k) * LOAD8(y + k);
+                v[i] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+            }
+            if (hc == 8) hsum8x8(out + h0, v);
+            else
+                for (int i = 0; i < hc; i++) out[h0 + i] = hsum8(&v[i]);
+        }
+        return;
+    }
+    for (int h = 0; h < H; h++) {
+        const float *x = a + (size_t)h * hw, *y = b + (size_t)h * hw;
+        float s = 0;
+        for (int k = 0; k < hw; k++) s += x[k] * y[k];
+        out[h] = s;
+    }
+}
+
+// The by-source kernels' scratch (route_source.c): qg of every reader, then
+// per thread the readers' dq/dg partials; route_scratch_floats covers it.
+size_t route_source_scratch_floats(int n_rd, int d);

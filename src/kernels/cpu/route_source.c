@@ -1,0 +1,179 @@
+// Full routing source by source (ops.h: route_keys, route_dx_keep,
+// route_gather; route_mix is in route_forward.c). A source's logits at every
+// site that reads it come from one pass over its rows; its gradient is
+// gathered from those sites' kept dx in one pass that writes it once.
+//
+// Per token, for a source S [d] with ρ = rsqrt(mean S² + eps), read by sites
+// j with key weight qg_j = q_j ⊙ g_j, logits ℓ_j,h, weights w_j,h, gradient
+// dx_j and c_j,h = ⟨dx_j,h, x_j,h⟩ = Σ_n w_j,n,h ⟨dx_j,h, S_n,h⟩:
+//   a_j,h  = ⟨dx_j,h, S_h⟩,   dℓ_j,h = w_j,h (a_j,h − c_j,h),   u_j,h = ρ dℓ_j,h
+//   dS_k   = Σ_j (w_j,h(k) dx_j,k + u_j,h(k) qg_j,k) − β S_k,   β = (ρ²/d) Σ_j,h dℓ_j,h ℓ_j,h
+//   z_j,k += u_j,h(k) S_k  (summed over tokens: dq_j += g_j ⊙ z_j, dg_j += q_j ⊙ z_j)
+// which is route_backward's gradient summed over the sites, with its s_h
+// (= Σ_n w a) taken as ⟨dx, x⟩ from the read's output.
+// Compiled with -ffp-contract=fast (Makefile), as the other route kernels.
+#include "kernels/cpu/route_impl.h"
+
+// qg rows of the readers, d floats each padded to whole cache lines.
+static size_t readers_floats(int n_rd, int d) { return (size_t)n_rd * qg_floats(d); }
+
+// Then per thread z [n_rd] rows: the readers' dq/dg partials.
+size_t route_source_scratch_floats(int n_rd, int d) {
+    return readers_floats(n_rd, d) * (1 + (size_t)omp_get_max_threads());
+}
+
+static const float *readers_key_weights(float *qg, const RouteReader *rd, int n_rd, int d) {
+    for (int j = 0; j < n_rd; j++) key_weight(qg + (size_t)j * qg_floats(d), rd[j].q, rd[j].g, d);
+    return qg;
+}
+
+// ---- forward: the logits of one source at every reader ------------------------------
+
+INLINE void token_keys(float *rho, const RouteReader *rd, int n_rd, const float *qg, const float *S, int t,
+                       int d, int H, int hw, float eps) {
+    const float *s = S + (size_t)t * d;
+    const float r = rms_inv(row_sumsq(s, d), d, eps);
+    rho[t] = r;
+    for (int j = 0; j < n_rd; j++) {
+        float *lg = rd[j].lg + (size_t)t * H;
+        head_dots(lg, s, qg + (size_t)j * qg_floats(d), H, hw);
+        for (int h = 0; h < H; h++) lg[h] *= r;
+    }
+}
+
+void route_keys(OpsContext *ctx, float *rho, const RouteReader *rd, int n_rd, float *scratch,
+                const float *S, int n_tok, int d, int H, float eps) {
+    OPS_TIMED(ctx);
+    (void)ctx;
+    if (n_rd <= 0) return;
+    const float *qg = readers_key_weights(scratch, rd, n_rd, d);
+    const int hw = d / H;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n_tok; t++) {
+#define KEYS(HW) token_keys(rho, rd, n_rd, qg, S, t, d, H, HW, eps)
+        DISPATCH_HW(hw, KEYS)
+#undef KEYS
+    }
+}
+
+// ---- backward: a site keeps its dx; a source gathers its gradient ---------------------
+
+void route_dx_keep(OpsContext *ctx, float *keep, float *c, const float *dx, const float *x, int n_tok,
+                   int d, int H) {
+    OPS_TIMED(ctx);
+    (void)ctx;
+    const int hw = d / H;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n_tok; t++) {
+        const float *dxt = dx + (size_t)t * d;
+        memcpy(keep + (size_t)t * d, dxt, (size_t)d * sizeof(float));
+#define DOTS(HW) head_dots(c + (size_t)t * H, dxt, x + (size_t)t * d, H, HW)
+        DISPATCH_HW(hw, DOTS)
+#undef DOTS
+    }
+}
+
+// Tokens per tile of the gather: 32 KiB of source rows (32 tokens at d
+// 256), its S and dS rows held in cache while each reader's dx rows pass
+// in one run. With the next tile's dx rows fetched into L2 meanwhile, micro's
+// 17 readers × 4096 tokens (2 threads) took 3.4-3.6 ms a call at 32 or 64
+// tokens (3.7-4.2 at 15), 4.8-5.8 ms without the fetch.
+enum { GATHER_TILE_BYTES = 32 << 10 };
+
+static int gather_tile_tokens(int d) {
+    const size_t fit = GATHER_TILE_BYTES / ((size_t)d * sizeof(float));
+    return fit < TILE_MIN ? TILE_MIN : fit > TILE_MAX ? TILE_MAX : (int)fit;
+}
+
+typedef struct {
+    const RouteReader *rd;
+    const float *qg;  // [n_rd] rows of qg_floats(d)
+    const float *S, *rho;
+    float *dS;
+    int n_rd, n_tok, d, H;
+} Gather;
+
+// Tokens [t0, t1) = a tile, reader by reader, each over the tile's tokens;
+// z [n_rd] rows of qg_floats(d), this thread's dq/dg partials. Each token's
+// updates follow its eight heads' dots. Tried: all the tile's dots first,
+// then z summed over the tile's tokens and dS over the readers in
+// registers: no faster (5.5 ms against 4.8-5.8 for this, both without the
+// fetch ahead).
+INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int hw) {
+    const int d = G->d, H = G->H, nt = t1 - t0;
+    const size_t ld = qg_floats(d);
+    float kappa[TILE_MAX] = {0}; // Σ_j,h dℓ ℓ per token
+    for (int j = 0; j < G->n_rd; j++) {
+        const RouteReader *r = &G->rd[j];
+        const float *restrict qg = G->qg + (size_t)j * ld;
+        float *restrict zj = z + (size_t)j * ld;
+        for (int t = t0; t < t1; t++) {
+            const float *restrict s = G->S + (size_t)t * d, *restrict dxt = r->dx + (size_t)t * d;
+            const float *wt = r->w + (size_t)t * H, *ct = r->c + (size_t)t * H, *lt = r->lg + (size_t)t * H;
+            float *restrict ds = G->dS + (size_t)t * d;
+            const float rho = G->rho[t];
+            if (t + nt < G->n_tok) prefetch_row_l2(dxt + (size_t)nt * d, d, 0); // the next tile's
+            float kt = 0;
+            for (int h0 = 0; h0 < H; h0 += 8) {
+                const int hc = H - h0 < 8 ? H - h0 : 8;
+                float a[8];
+                head_dots(a, dxt + (size_t)h0 * hw, s + (size_t)h0 * hw, hc, hw);
+                for (int i = 0; i < hc; i++) {
+                    const int h = h0 + i, o = h * hw;
+                    const float wh = wt[h], dl = wh * (a[i] - ct[h]), u = rho * dl;
+                    kt += dl * lt[h];
+                    for (int k = 0; k < hw; k++) zj[o + k] += u * s[o + k];
+                    if (j == 0) // the first reader writes the row
+                        for (int k = 0; k < hw; k++) ds[o + k] = wh * dxt[o + k] + u * qg[o + k];
+                    else
+                        for (int k = 0; k < hw; k++) ds[o + k] += wh * dxt[o + k] + u * qg[o + k];
+                }
+            }
+            kappa[t - t0] += kt;
+        }
+    }
+    for (int t = t0; t < t1; t++) {
+        const float rho = G->rho[t], beta = (rho * kappa[t - t0]) * rho / (float)d; // ρ·κ first: bounded
+        const float *restrict s = G->S + (size_t)t * d;
+        float *restrict ds = G->dS + (size_t)t * d;
+        for (int k = 0; k < d; k++) ds[k] -= beta * s[k];
+    }
+}
+
+void route_gather(OpsContext *ctx, float *dS, const RouteReader *rd, int n_rd, float *scratch,
+                  const float *S, const float *rho, int n_tok, int d, int H) {
+    OPS_TIMED(ctx);
+    (void)ctx;
+    if (n_rd <= 0) { // read by no site: no gradient
+        memset(dS, 0, (size_t)n_tok * d * sizeof(float));
+        return;
+    }
+    const Gather G = {.rd = rd, .qg = readers_key_weights(scratch, rd, n_rd, d), .S = S, .rho = rho,
+                      .dS = dS, .n_rd = n_rd, .n_tok = n_tok, .d = d, .H = H};
+    float *part = scratch + readers_floats(n_rd, d);
+    const size_t per = readers_floats(n_rd, d), ld = qg_floats(d);
+    const int hw = d / H, tile = gather_tile_tokens(d), n_tiles = (n_tok + tile - 1) / tile;
+#pragma omp parallel
+    {
+        const int nthr = omp_get_num_threads();
+        float *z = part + (size_t)omp_get_thread_num() * per;
+        memset(z, 0, per * sizeof(float));
+#pragma omp for schedule(static)
+        for (int i = 0; i < n_tiles; i++) {
+            const int t0 = i * tile, t1 = t0 + tile < n_tok ? t0 + tile : n_tok;
+#define GATHER(HW) gather_tile(z, &G, t0, t1, HW)
+            DISPATCH_HW(hw, GATHER)
+#undef GATHER
+        }
+        // Implicit barrier above; reduce the partials in fixed thread order.
+        // Split by coordinate, so that readers may share dq and dg.
+#pragma omp for schedule(static)
+        for (int k = 0; k < d; k++)
+            for (int j = 0; j < n_rd; j++) {
+                float zk = 0;
+                for (int i = 0; i < nthr; i++) zk += part[(size_t)i * per + (size_t)j * ld + k];
+                rd[j].dq[k] += rd[j].g[k] * zk;
+                rd[j].dg[k] += rd[j].q[k] * zk;
+            }
+    }
+}
