@@ -54,9 +54,11 @@ typedef struct {
     // write: o_s has just been stored in sources[s+1].
     void (*write)(Residual *r, int s);
     // Backward. read_backward: gradient dx of inputs[s] -> accumulate into
-    // dsources[0..s] and the scheme's parameter grads.
+    // dsources[0..s] and the scheme's parameter grads (full routing instead
+    // keeps dx and gathers each source's gradient in write_backward: mhar.c).
     void (*read_backward)(Residual *r, int s, const float *dx);
-    // write_backward: before the sublayer backward consumes dsources[s+1].
+    // write_backward: before the sublayer backward consumes dsources[s+1];
+    // the rows it does not hand to a sublayer are the scheme's until then.
     void (*write_backward)(Residual *r, int s);
     // Set when read_backward(2L), the first backward call, writes every
     // dsources row instead of adding to it: the model then skips zeroing them.
