@@ -60,8 +60,9 @@ typedef struct {
     // write_backward: before the sublayer backward consumes dsources[s+1];
     // the rows it does not hand to a sublayer are the scheme's until then.
     void (*write_backward)(Residual *r, int s);
-    // Set when read_backward(2L), the first backward call, writes every
-    // dsources row instead of adding to it: the model then skips zeroing them.
+    // Set when the scheme writes every dsources row before anything adds to
+    // it (full routing: each in its write_backward, and row 0 in the last
+    // read_backward): the model then skips zeroing them.
     int sets_source_grads;
     // Routing schemes only (NULL otherwise): the softmax weights the last
     // forward pass used at site s, [n_src, n_tok, H], and their count; for

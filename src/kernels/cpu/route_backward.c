@@ -226,12 +226,7 @@ static void backward(RouteGrads dS, float *dq, float *dg, float *scratch, const 
         }
         // Implicit barrier above; reduce the partials in fixed thread order.
 #pragma omp for schedule(static)
-        for (int k = 0; k < d; k++) {
-            float zk = 0;
-            for (int i = 0; i < nthr; i++) zk += scratch[(size_t)i * per + k];
-            dq[k] += g[k] * zk;
-            dg[k] += q[k] * zk;
-        }
+        for (int k = 0; k < d; k++) add_key_grads(dq, dg, q, g, scratch, per, nthr, k);
     }
 }
 

@@ -260,6 +260,17 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
     }
 }
 
+// Coordinate k of dq and dg from the per-thread partials z (thread i's at
+// part + i·per): z_k summed in fixed thread order, dq_k += g_k z_k,
+// dg_k += q_k z_k (as qg = q ⊙ g).
+INLINE void add_key_grads(float *dq, float *dg, const float *q, const float *g, const float *part, size_t per,
+                          int nthr, int k) {
+    float zk = 0;
+    for (int i = 0; i < nthr; i++) zk += part[(size_t)i * per + k];
+    dq[k] += g[k] * zk;
+    dg[k] += q[k] * zk;
+}
+
 // The by-source kernels' scratch (route_source.c): qg of every reader, then
 // per thread the readers' dq/dg partials; route_scratch_floats covers it.
 size_t route_source_scratch_floats(int n_rd, int d);
