@@ -261,7 +261,7 @@ else fail bench_torch_missing_helper "rc=$rc: $(cat "$W/torch.err") $out"; fi
 
 # ---- --kernel route: the route kernels alone ------------------------------------------------------
 # Structure and arithmetic only: the traffic equals route_bytes_site's (README's
-# per-site formula), floor = bytes at the run's bandwidths, the ratio = ms/floor,
+# per-site formula) and full routing's per call, floor = bytes at the run's bandwidths, the ratio = ms/floor,
 # each median inside its range, the table's rows the JSON's.
 $M bench --kernel route --preset nano --batch 2 --seq 32 --steps 3 >"$W/kern.out" 2>"$W/kern.err"; rc=$?
 if [ $rc -eq 0 ] && python3 - "$W/kern.out" <<'EOF'
@@ -273,10 +273,14 @@ n, d, H, P = 2 * 32, 128, 8, 2 * 6 + 1          # nano: L 6, d 128; --route-head
 assert (j["kernel"], j["tokens"], j["d"], j["heads"], j["sources"]) == ("route", n, d, H, P), j
 assert j["cache_tile"] % 8 == 0 and 8 <= j["cache_tile"] <= n, j["cache_tile"]
 row, w = n * d, P * n * H
-want = {"forward": (4 * P * row, 8 * (row + w)), "backward": (4 * (P * row + w + row), 8 * P * row)}
-table = {tuple(l.split()[:2]): l.split() for l in lines if l.split()[:1] in (["forward"], ["backward"])}
-assert len(table) == 4, table
-for pas in ("forward", "backward"):
+# route_forward/backward: route_bytes_site's halves; full routing's largest calls (mhar.c's
+# formula for one source read by P sites, or one site over P sources)
+want = {"forward": (4 * P * row, 8 * (row + w)), "backward": (4 * (P * row + w + row), 8 * P * row),
+        "keys": (4 * row, 8 * (w + n)), "mix": (4 * (P * row + w), 8 * (row + w)),
+        "gather": (4 * (row + n + P * row + 3 * w), 8 * row)}
+table = {tuple(l.split()[:2]): l.split() for l in lines if l.split()[:1] in [[k] for k in want]}
+assert len(table) == 10, table
+for pas in want:
     for where in ("memory", "cache"):
         r = j[f"{pas}_{where}"]
         assert (r["read_bytes"], r["write_bytes"]) == want[pas], (pas, r, want[pas])

@@ -189,14 +189,18 @@ int bench_data_parallel(Comm *comm, const char *preset, const BenchScheme *s, in
                         int repeat, BenchScaling *out);
 
 // ---- the route kernels alone (analysis/bench_kernel.c, --kernel route) -------------
-// route_forward and route_backward on the preset's final read (2L+1 sources)
-// over B·T tokens, H heads: `steps` timed calls of each after one warm-up,
+// On the preset's final read (P = 2L+1 sources) over B·T tokens, H heads:
+// route_forward and route_backward (block routing's kernels), and full
+// routing's source-by-source kernels at their largest calls: route_keys of
+// one source for P readers, route_mix over P sources, route_gather of one
+// source from P readers. `steps` timed calls of each after one warm-up,
 // from memory (one call over all tokens) and from cache (calls over an
 // L2-sized tile covering as many tokens), each against the floor of its
-// traffic (route_bytes_site's bytes) at the bandwidths measured in the run.
+// traffic at the bandwidths measured in the run.
 typedef struct { const char *preset; int batch, seq, steps, heads; } BenchKernelPlan;
+enum { BENCH_KERNEL_PASSES = 5 };
 typedef struct {
-    const char *pass, *where;  // forward | backward; memory | cache
+    const char *pass, *where;  // forward | backward | keys | mix | gather; memory | cache
     double ms, ms_min, ms_max; // per B·T tokens: median and range over the steps
     RouteBytes bytes;          // the pass's traffic for B·T tokens
     double floor_ms;           // those bytes at the measured bandwidths
@@ -204,7 +208,7 @@ typedef struct {
 typedef struct {
     int n_tok, d, n_src, heads, threads, tile;
     BenchLimits lim;
-    BenchKernelRow row[4];     // forward/backward from memory, then from cache
+    BenchKernelRow row[2 * BENCH_KERNEL_PASSES]; // every pass from memory, then from cache
 } BenchKernelRun;
 int bench_kernel_route(const BenchKernelPlan *p, BenchKernelRun *out);
 // The table, then one JSON line.

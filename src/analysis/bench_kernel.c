@@ -9,11 +9,13 @@
 //           gradients stays in its L2: the kernel's own arithmetic pace, with
 //           memory out of the way.
 // Each against the floor of its traffic at the bandwidths measured in the
-// same run (route_bytes_site's bytes: what the model's floor counts).
+// same run (what the model's floor counts: route_bytes_site's bytes for
+// route_forward/backward, mhar.c's formula for full routing's kernels).
 #include "bench.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../kernels/ops.h"
@@ -63,28 +65,50 @@ int bench_kernel_route(const BenchKernelPlan *p, BenchKernelRun *out) {
     float *src = ops_alloc(ctx, sizeof(float) * N * rows), *dsrc = ops_alloc(ctx, sizeof(float) * N * rows);
     float *x = ops_alloc(ctx, sizeof(float) * row), *dx = ops_alloc(ctx, sizeof(float) * row);
     float *w = ops_alloc(ctx, sizeof(float) * N * n * H), *qg = ops_alloc(ctx, sizeof(float) * 4 * d);
+    // Full routing's: each of the N readers' kept dx (the sources' buffer
+    // serves), logits (w's size) and ⟨dx, x⟩ (the same), and ρ.
+    float *lg = ops_alloc(ctx, sizeof(float) * N * n * H), *cs = ops_alloc(ctx, sizeof(float) * N * n * H);
+    float *rho = ops_alloc(ctx, sizeof(float) * n);
+    RouteReader *rd = mhar_alloc(sizeof(RouteReader) * N);
     float *scratch = ops_alloc(ctx, sizeof(float) * route_scratch_floats(ctx, N, d, H));
-    int rc = src && dsrc && x && dx && w && qg && scratch ? MHAR_OK : mhar_fail("no memory for the kernel's buffers");
+    int rc = src && dsrc && x && dx && w && qg && lg && cs && rho && rd && scratch
+                 ? MHAR_OK : mhar_fail("no memory for the kernel's buffers");
     if (!rc) {
         fill(src, N * rows, 1, 1.0f);
         fill(dx, row, 2, 1.0f);
         fill(qg, d, 3, 0.5f);             // q
         fill(qg + d, d, 4, 0.1f);         // g = 1 + small
         for (int i = 0; i < d; i++) qg[d + i] += 1.0f;
+        fill(lg, (size_t)N * n * H, 5, 2.0f);
+        fill(cs, (size_t)N * n * H, 6, 0.1f);
+        for (int i = 0; i < n; i++) rho[i] = 1.0f;
         vec_zero(ctx, qg + 2 * d, 2 * (size_t)d);  // dq, dg
         vec_zero(ctx, dsrc, N * rows);
     }
     const float *q = qg, *g = qg + d;
     float *dq = qg + 2 * d, *dg = qg + 3 * d;
     const float eps = 1e-6f;
-    RouteBytes fwd = {0, 0}, bwd = {0, 0};  // as the model's floor counts them (route_bytes_site)
-    route_bytes_forward(&fwd, N, n, d, H);
-    route_bytes_backward(&bwd, N, n, d, H);
+    // Traffic for B·T tokens, as the model's floor counts it: route_bytes_site
+    // for block's kernels, mhar.c's formula for one call of each of full
+    // routing's (slot: n·H floats of one (source, reader) pair).
+    const double slot = (double)n * H;
+    RouteBytes bytes[BENCH_KERNEL_PASSES] = {{0, 0}};
+    route_bytes_forward(&bytes[0], N, n, d, H);
+    route_bytes_backward(&bytes[1], N, n, d, H);
+    route_bytes_add(&bytes[2], row, N * slot + n);
+    route_bytes_add(&bytes[3], N * (row + slot), row + N * slot);
+    route_bytes_add(&bytes[4], row + n + N * (row + 3 * slot), row);
+    static const char *const pass_name[BENCH_KERNEL_PASSES] = {"forward", "backward", "keys", "mix", "gather"};
     double t[KERNEL_MAX_STEPS];
     for (int reg = 0; reg < 2 && !rc; reg++) {           // 0: memory, 1: cache
         const int tile = reg ? out->tile : n, calls = (n + tile - 1) / tile;
         const size_t stride = route_row_floats(tile, d);
-        for (int pass = 0; pass < 2; pass++) {           // 0: forward, 1: backward
+        // The readers of source 0 at this tile: reader j's kept dx is source
+        // row j, its slots the j-th of lg, w and cs.
+        for (int j = 0; j < N; j++)
+            rd[j] = (RouteReader){.q = q, .g = g, .lg = lg + (size_t)j * tile * H, .w = w + (size_t)j * tile * H,
+                                  .dx = src + j * stride, .c = cs + (size_t)j * tile * H, .dq = dq, .dg = dg};
+        for (int pass = 0; pass < BENCH_KERNEL_PASSES; pass++) {
             for (int s = -1; s < p->steps; s++) {        // one untimed warm-up
                 double t0 = now_seconds();
                 for (int k = 0; k < calls; k++) {
@@ -93,27 +117,35 @@ int bench_kernel_route(const BenchKernelPlan *p, BenchKernelRun *out) {
                     // both at the model's row stride
                     RouteSources S = {src, stride, N, NULL};
                     RouteGrads dS = {dsrc, stride, NULL};
-                    if (pass == 0) route_forward(ctx, x, w, scratch, S, q, g, tile, d, H, eps);
-                    else route_backward(ctx, dS, dq, dg, scratch, dx, w, S, q, g, tile, d, H, eps);
+                    switch (pass) {
+                    case 0: route_forward(ctx, x, w, scratch, S, q, g, tile, d, H, eps); break;
+                    case 1: route_backward(ctx, dS, dq, dg, scratch, dx, w, S, q, g, tile, d, H, eps); break;
+                    case 2: route_keys(ctx, rho, rd, N, scratch, src, tile, d, H, eps); break;
+                    case 3: route_mix(ctx, x, w, lg, S, tile, d, H); break;
+                    default: route_gather(ctx, dsrc, rd, N, scratch, src, rho, tile, d, H); break;
+                    }
                 }
                 ops_sync(ctx);
                 if (s >= 0) t[s] = (now_seconds() - t0) * n / ((double)tile * calls);
             }
-            BenchKernelRow *r = &out->row[2 * reg + pass];
+            BenchKernelRow *r = &out->row[BENCH_KERNEL_PASSES * reg + pass];
             const Spread sp = spread(t, p->steps);
-            r->pass = pass ? "backward" : "forward";
+            r->pass = pass_name[pass];
             r->where = reg ? "cache" : "memory";
             r->ms = 1e3 * sp.median, r->ms_min = 1e3 * sp.min, r->ms_max = 1e3 * sp.max;
-            r->bytes = pass ? bwd : fwd;
+            r->bytes = bytes[pass];
             r->floor_ms = 1e3 * (r->bytes.read / (out->lim.bw.read_gbs * 1e9) +
                                  r->bytes.write / (out->lim.bw.rmw_gbs * 1e9));
         }
     }
     // A kernel that produced NaN would time a different path: refuse the figures.
-    if (!rc && !(isfinite(x[0]) && isfinite(x[row - 1]) && isfinite(dsrc[0]) && isfinite(dq[0])))
+    if (!rc && !(isfinite(x[0]) && isfinite(x[row - 1]) && isfinite(dsrc[0]) && isfinite(dq[0]) &&
+                 isfinite(lg[0]) && isfinite(rho[0])))
         rc = mhar_fail("the route kernels produced a non-finite value");
     ops_free(ctx, src); ops_free(ctx, dsrc); ops_free(ctx, x); ops_free(ctx, dx);
-    ops_free(ctx, w); ops_free(ctx, qg); ops_free(ctx, scratch);
+    ops_free(ctx, w); ops_free(ctx, qg); ops_free(ctx, lg); ops_free(ctx, cs); ops_free(ctx, rho);
+    ops_free(ctx, scratch);
+    free(rd);
     ops_close(ctx);
     return rc;
 }
@@ -128,7 +160,7 @@ void bench_kernel_print(const BenchKernelPlan *p, const BenchKernelRun *k) {
            4.0 * k->n_src * k->n_tok * k->d / 1e6, bw->llc_mb, k->tile, p->steps);
     printf("%-9s %-7s %9s %15s %9s %9s %9s %10s\n", "pass", "where", "ms", "range", "read MB", "write MB",
            "floor ms", "ms/floor");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2 * BENCH_KERNEL_PASSES; i++) {
         const BenchKernelRow *r = &k->row[i];
         char range[32];
         snprintf(range, sizeof range, "%.2f-%.2f", r->ms_min, r->ms_max);
@@ -140,7 +172,7 @@ void bench_kernel_print(const BenchKernelPlan *p, const BenchKernelRun *k) {
            "\"sgemm_gflops\": %.2f, \"read_gbs\": %.3f, \"rmw_gbs\": %.3f, \"llc_mb\": %.1f",
            p->preset, p->batch, p->seq, k->n_tok, k->d, k->n_src, k->heads, k->threads, k->tile, p->steps,
            k->lim.sgemm_gflops, bw->read_gbs, bw->rmw_gbs, bw->llc_mb);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2 * BENCH_KERNEL_PASSES; i++) {
         const BenchKernelRow *r = &k->row[i];
         printf(", \"%s_%s\": {\"ms\": %.6f, \"ms_min\": %.6f, \"ms_max\": %.6f, \"read_bytes\": %.0f, "
                "\"write_bytes\": %.0f, \"floor_ms\": %.6f, \"over_floor\": %.5f}", r->pass, r->where, r->ms, r->ms_min,
