@@ -78,16 +78,22 @@ static const float *kept_dx(const Residual *r, int s) {
 }
 
 // The sites that read source src (src..2L) into st->rd; returns their count.
+// Without gradients (eval, decoding) the backward's fields stay NULL.
 static int readers(Residual *r, int src) {
     RouteState *st = r->priv;
     const int P = sites(r->cfg);
     const size_t slot = (size_t)src * r->n_tok * heads(r->cfg);
-    for (int s = src; s < P; s++)
-        st->rd[s - src] = (RouteReader){
-            .q = r->params + st->q[s], .g = r->params + st->g[s],
-            .lg = st->lg[s] + slot, .w = st->w[s] + slot,
-            .dx = kept_dx(r, s), .c = st->c + (size_t)s * r->n_tok * heads(r->cfg),
-            .dq = r->grads + st->q[s], .dg = r->grads + st->g[s]};
+    for (int s = src; s < P; s++) {
+        RouteReader *rd = &st->rd[s - src];
+        *rd = (RouteReader){.q = r->params + st->q[s], .g = r->params + st->g[s],
+                            .lg = st->lg[s] + slot, .w = st->w[s] + slot};
+        if (r->grads) {
+            rd->dx = kept_dx(r, s);
+            rd->c = st->c + (size_t)s * r->n_tok * heads(r->cfg);
+            rd->dq = r->grads + st->q[s];
+            rd->dg = r->grads + st->g[s];
+        }
+    }
     return P - src;
 }
 
