@@ -243,7 +243,13 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
             for (int i = 0; i < hc; i++) {
                 const float *x = a + (size_t)(h0 + i) * hw, *y = b + (size_t)(h0 + i) * hw;
                 v8 acc[4] = {{0}, {0}, {0}, {0}};
-                for (int k = 0; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(x + k) * LOAD8(y + k);
+                // Whole 32-float steps first, as the k-indexed acc[] ran at half
+                // speed for a runtime hw (attnres: hw = d; route_keys at micro,
+                // 17 readers, 1.72 -> 0.82 ms). Chunk i still goes to acc[i & 3].
+                int k = 0;
+                for (; k + 32 <= hw; k += 32)
+                    for (int j = 0; j < 4; j++) acc[j] += LOAD8(x + k + 8 * j) * LOAD8(y + k + 8 * j);
+                for (; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(x + k) * LOAD8(y + k);
                 v[i] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
             }
             if (hc == 8) hsum8x8(out + h0, v);
