@@ -12,9 +12,10 @@ export OPENBLAS_CORETYPE=SkylakeX
 sweep() { nice -n 19 "$MHAR" sweep --jobs 1 --threads 1 "$@"; }
 # The baseline lives in the sweep of grid-s1-lr0.002.json, whose next run
 # would be H 2: continue it for one run only, and only until it is done.
-baseline_done() { "$MHAR" sweep --out "$S/micro-s1-lr0.002" --dry-run | grep -q '^micro-baseline-s1 *done'; }
+# (--grid as well: on a machine that lost /work/sweeps the folder is new.)
+baseline_done() { "$MHAR" sweep --grid grid-s1-lr0.002.json --out "$S/micro-s1-lr0.002" --dry-run | grep -q '^micro-baseline-s1 *done'; }
 chain_a() {
-    { baseline_done || sweep --out "$S/micro-s1-lr0.002" --max-runs 1; } &&
+    { baseline_done || sweep --grid grid-s1-lr0.002.json --out "$S/micro-s1-lr0.002" --max-runs 1; } &&
         sweep --grid grid-s1-lr0.002-mhar-h4.json --out "$S/micro-s1-mhar-h4" &&
         sweep --grid grid-s1-lr0.002-mhar-h16.json --out "$S/micro-s1-mhar-h16"
 }
