@@ -266,6 +266,26 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
     }
 }
 
+// One head's Σ a_k b_k over [hw], bit for bit head_dots' sum for that head
+// (the same accumulators and the same tree as hsum8x8), for loops that use
+// the slice right after its dot.
+INLINE float head_dot(const float *restrict a, const float *restrict b, int hw) {
+    if (hw % 8 == 0) {
+        v8 acc[4] = {{0}, {0}, {0}, {0}};
+        int k = 0;
+        for (; k + 32 <= hw; k += 32)
+            for (int j = 0; j < 4; j++) acc[j] += LOAD8(a + k + 8 * j) * LOAD8(b + k + 8 * j);
+        for (; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(a + k) * LOAD8(b + k);
+        const v8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        const v8 p = v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+        const v8 q = p + __builtin_shufflevector(p, p, 2, 3, 0, 1, 6, 7, 4, 5);
+        return q[0] + q[4];
+    }
+    float s = 0;
+    for (int k = 0; k < hw; k++) s += a[k] * b[k];
+    return s;
+}
+
 // Coordinate k of dq and dg from the per-thread partials z (thread i's at
 // part + i·per): z_k summed in fixed thread order, dq_k += g_k z_k,
 // dg_k += q_k z_k (as qg = q ⊙ g).
