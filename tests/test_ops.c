@@ -342,7 +342,8 @@ static void route_bwd_either(Backend *be, Case *c, int set, int tail) {
 // keys go to two readers (the read uses the first; the second's must be the
 // same logits), and the gradient is gathered from two readers that split dx
 // as 1/4 + 3/4: it is linear in dx, so they sum to the one read's, and the
-// gather's first-reader write and later-reader add both run.
+// gather's first-reader write and later-reader add both run, as do
+// route_dx_keep's copy and its in-place form.
 static void route_src_keys(Backend *be, Case *c, float *lg, float *lg2, float *rho, float *scratch) {
     int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
     for (int n = 0; n < N; n++) {
@@ -370,15 +371,16 @@ static void route_src_bwd(Backend *be, Case *c) {
     float *cc = scratch_nan((size_t)2 * T * H);
     route_src_keys(be, c, lg, lg2, rho, scratch);
     for (size_t i = 0; i < (size_t)T * d; i++) dx[i] = 0.25f * c->dout[0][i], dx[T * d + i] = 0.75f * c->dout[0][i];
+    // Reader 0 keeps a copy; reader 1's dx is already where it is kept (keep = dx).
     for (int r = 0; r < 2; r++)
-        route_dx_keep(be->ctx, keep + (size_t)r * T * d, cc + (size_t)r * T * H, dx + (size_t)r * T * d, c->out[0],
-                      T, d, H);
+        route_dx_keep(be->ctx, (r ? dx : keep) + (size_t)r * T * d, cc + (size_t)r * T * H, dx + (size_t)r * T * d,
+                      c->out[0], T, d, H);
     for (int n = 0; n < N; n++) {
         const size_t slot = (size_t)n * T * H;
         RouteReader rd[2];
         for (int r = 0; r < 2; r++)
             rd[r] = (RouteReader){.q = c->in[1], .g = c->in[2], .lg = lg + slot, .w = c->out[1] + slot,
-                                  .dx = keep + (size_t)r * T * d, .c = cc + (size_t)r * T * H,
+                                  .dx = (r ? dx : keep) + (size_t)r * T * d, .c = cc + (size_t)r * T * H,
                                   .dq = c->din[1], .dg = c->din[2]};
         route_gather(be->ctx, c->din[0] + (size_t)n * T * d, rd, 2, scratch, c->in[0] + (size_t)n * T * d,
                      rho + (size_t)n * T, T, d, H);

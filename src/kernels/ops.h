@@ -258,7 +258,8 @@ void route_mix(OpsContext *ctx, float *x, float *w, const float *lg, RouteSource
                int H);
 // A read's gradient dx and output x [n_tok, d] -> keep [n_tok, d] = dx, and
 // c [n_tok, H] = ⟨dx_h, x_h⟩ (= Σ_n w_n ⟨dx_h, S_n,h⟩, the softmax
-// gradient's mean).
+// gradient's mean). keep may be dx itself (dx written where it is kept):
+// then only c.
 void route_dx_keep(OpsContext *ctx, float *keep, float *c, const float *dx, const float *x, int n_tok,
                    int d, int H);
 // Source S [n_tok, d] with its rho -> dS [n_tok, d] (overwritten): the sum

@@ -244,7 +244,9 @@ static void attention_sublayer_forward(Model *m, int l, const float *x, float *o
     matmul_forward(m->ctx, out, a->y, P(m, o->wo), n, nh * hd, d);
 }
 
-// dout [n, d] -> dx [n, d] (overwritten); parameter grads accumulate.
+// dout [n, d] -> dx [n, d] (overwritten); parameter grads accumulate. dx
+// may be dout itself (Residual's read_grad): dout is read by the first op
+// only, dx written by the last (so in the MLP's below).
 static void attention_sublayer_backward(Model *m, int l, const float *x, const float *dout, float *dx) {
     const Config *c = &m->cfg;
     const LayerOffsets *o = &m->layers[l];
@@ -311,9 +313,12 @@ static void res_write(Model *m, int s) {
     ops_profile_region(m->ctx, "residual", t);
 }
 
+// Where the gradient of inputs[s] goes: the scheme's row, or d_x.
+static float *res_dx(Model *m, int s) { return m->scheme->read_grad ? m->scheme->read_grad(&m->res, s) : m->d_x; }
+
 static void res_read_backward(Model *m, int s) {
     double t = ops_profile_clock(m->ctx);
-    m->scheme->read_backward(&m->res, s, m->d_x);
+    m->scheme->read_backward(&m->res, s, res_dx(m, s));
     ops_profile_region(m->ctx, "residual", t);
 }
 
@@ -381,7 +386,7 @@ void model_backward(Model *m, float loss_scale) {
     float *dlogits = m->logits;  // in place: the logits are not needed again
     xent_backward(m->ctx, dlogits, m->logits, m->lse, m->targets, n, V, loss_scale / n, loss_scale * m->z_loss / n);
     matmul_backward(m->ctx, m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
-    rmsnorm_backward(m->ctx, m->d_x, G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
+    rmsnorm_backward(m->ctx, res_dx(m, 2 * L), G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);
     res_read_backward(m, 2 * L);
     // The final norm and an untied head (a tied one is the embedding's).
@@ -389,11 +394,11 @@ void model_backward(Model *m, float loss_scale) {
     for (int l = L - 1; l >= 0; l--) {
         int s = 2 * l + 1;
         res_write_backward(m, s);
-        mlp_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), m->d_x);
+        mlp_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), res_dx(m, s));
         res_read_backward(m, s);
         s = 2 * l;
         res_write_backward(m, s);
-        attention_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), m->d_x);
+        attention_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), res_dx(m, s));
         res_read_backward(m, s);
         grads_ready(m, m->layers[l].in_norm, layer_end(m, l));
     }

@@ -125,8 +125,12 @@ static void source_gather(Residual *r, int src) {
                  st->rho + (size_t)src * r->n_tok, r->n_tok, c->hidden_size, heads(c));
 }
 
-// Site s keeps its dx; the last site's backward (s = 0) also gathers the
-// embedding's gradient, which every site read.
+// The model writes site s's dx where the site keeps it.
+static float *mhar_read_grad(Residual *r, int s) { return (float *)kept_dx(r, s); }
+
+// Site s keeps its dx (already in place: mhar_read_grad); the last site's
+// backward (s = 0) also gathers the embedding's gradient, which every site
+// read.
 static void mhar_read_backward(Residual *r, int s, const float *dx) {
     RouteState *st = r->priv;
     const Config *c = r->cfg;
@@ -143,7 +147,7 @@ static void mhar_write_backward(Residual *r, int s) { source_gather(r, s + 1); }
 // n·H weights:
 //   keys    each source once, its logits at every reader: read P·n·d, write Σ·n·H + P·n
 //   mix     each site its sources and logits: read Σ·(n·d + n·H), write P·n·d + Σ·n·H
-//   dx_keep each site dx and x: read 2·P·n·d, write P·n·d + P·n·H
+//   dx_keep each site dx (where the model wrote it) and x: read 2·P·n·d, write P·n·H
 //   gather  each source its row and ρ, each reader's dx, w, ℓ and c:
 //           read P·(n·d + n) + Σ·(n·d + 3·n·H), write P·n·d
 static RouteBytes mhar_route_bytes(const Config *c, int n_tok) {
@@ -152,7 +156,7 @@ static RouteBytes mhar_route_bytes(const Config *c, int n_tok) {
     RouteBytes b = {0, 0};
     route_bytes_add(&b, P * row, pairs * slot + P * n_tok);
     route_bytes_add(&b, pairs * (row + slot), P * row + pairs * slot);
-    route_bytes_add(&b, 2 * P * row, P * row + P * slot);
+    route_bytes_add(&b, 2 * P * row, P * slot);
     route_bytes_add(&b, P * (row + n_tok) + pairs * (row + 3 * slot), P * row);
     return b;
 }
@@ -177,6 +181,7 @@ static const float *mhar_route_weights(const Residual *r, int s, int *n_src) {
         .read = mhar_read,                       \
         .write = mhar_write,                     \
         .read_backward = mhar_read_backward,     \
+        .read_grad = mhar_read_grad,             \
         .write_backward = mhar_write_backward,   \
         .sets_source_grads = 1,                  \
         .route_weights = mhar_route_weights,     \

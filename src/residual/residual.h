@@ -57,6 +57,12 @@ typedef struct {
     // dsources[0..s] and the scheme's parameter grads (full routing instead
     // keeps dx and gathers each source's gradient in write_backward: mhar.c).
     void (*read_backward)(Residual *r, int s, const float *dx);
+    // Where the model writes that dx (NULL: a buffer of the model's own).
+    // Full routing keeps every site's dx until its sources have gathered:
+    // written there in the first place, it needs no copy (~5 ms of micro's
+    // step). The row may be the sublayer's dout, which the sublayer reads
+    // only before it writes dx.
+    float *(*read_grad)(Residual *r, int s);
     // write_backward: before the sublayer backward consumes dsources[s+1];
     // the rows it does not hand to a sublayer are the scheme's until then.
     void (*write_backward)(Residual *r, int s);

@@ -266,10 +266,12 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
     }
 }
 
-// One head's Σ a_k b_k over [hw], bit for bit head_dots' sum for that head
-// (the same accumulators and the same tree as hsum8x8), for loops that use
-// the slice right after its dot.
-INLINE float head_dot(const float *restrict a, const float *restrict b, int hw) {
+// Head h's Σ a_k b_k over [hw], bit for bit head_dots' sum for that head
+// (the same accumulators, and hsum8x8's tree where head_dots has eight
+// heads at once, else hsum8's), for loops that use the slice right after
+// its dot. The gather needs it exact: its ⟨dx, S⟩ must cancel route_dx_keep's
+// ⟨dx, x⟩ where one source has all the weight.
+INLINE float head_dot(const float *restrict a, const float *restrict b, int h, int H, int hw) {
     if (hw % 8 == 0) {
         v8 acc[4] = {{0}, {0}, {0}, {0}};
         int k = 0;
@@ -277,6 +279,7 @@ INLINE float head_dot(const float *restrict a, const float *restrict b, int hw) 
             for (int j = 0; j < 4; j++) acc[j] += LOAD8(a + k + 8 * j) * LOAD8(b + k + 8 * j);
         for (; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(a + k) * LOAD8(b + k);
         const v8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        if (H - h / 8 * 8 < 8) return hsum8(&v);
         const v8 p = v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
         const v8 q = p + __builtin_shufflevector(p, p, 2, 3, 0, 1, 6, 7, 4, 5);
         return q[0] + q[4];

@@ -73,7 +73,7 @@ void route_dx_keep(OpsContext *ctx, float *keep, float *c, const float *dx, cons
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n_tok; t++) {
         const float *dxt = dx + (size_t)t * d;
-        memcpy(keep + (size_t)t * d, dxt, (size_t)d * sizeof(float));
+        if (keep != dx) memcpy(keep + (size_t)t * d, dxt, (size_t)d * sizeof(float));
 #define DOTS(HW) head_dots(c + (size_t)t * H, dxt, x + (size_t)t * d, H, HW)
         DISPATCH_HW(hw, DOTS)
 #undef DOTS
@@ -103,10 +103,10 @@ typedef struct {
 // Tokens [t0, t1) = a tile, reader by reader, each over the tile's tokens;
 // z [n_rd] rows of qg_floats(d), this thread's dq/dg partials. Each head's
 // updates follow its own dot, so that its slices of S and dx are used again
-// from registers (at H 8, head width 32): micro's 17 gathers 0.84-0.88 of
-// the time of eight dots first and then the updates (/tmp A/B in one
-// process, caches flushed between calls), 0.74 at H 16, 0.88-0.95 at H 1;
-// the same bits at H 8. Tried: all the tile's dots first,
+// from registers: micro's 17 gathers took 0.84-0.88 of the time of eight
+// dots first and then the updates at H 8, 0.80 at H 4, 0.74-0.76 at H 16,
+// 0.88-0.95 at H 1 (both builds in one process, caches flushed between
+// calls); the same bits at H 1, 4 and 8. Tried: all the tile's dots first,
 // then z summed over the tile's tokens and dS over the readers in
 // registers: no faster (5.5 ms against 4.8-5.8 for this, both without the
 // fetch ahead).
@@ -127,7 +127,7 @@ INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int 
             float kt = 0;
             for (int h = 0; h < H; h++) {
                 const int o = h * hw;
-                const float wh = wt[h], dl = wh * (head_dot(dxt + o, s + o, hw) - ct[h]), u = rho * dl;
+                const float wh = wt[h], dl = wh * (head_dot(dxt + o, s + o, h, H, hw) - ct[h]), u = rho * dl;
                 kt += dl * lt[h];
                 for (int k = 0; k < hw; k++) zj[o + k] += u * s[o + k];
                 if (j == 0) // the first reader writes the row
