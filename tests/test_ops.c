@@ -340,10 +340,11 @@ static void route_bwd_either(Backend *be, Case *c, int set, int tail) {
 // Full routing source by source (route_keys, route_mix, route_dx_keep,
 // route_gather) as one read: the same op as route_forward/backward. The
 // keys go to two readers (the read uses the first; the second's must be the
-// same logits), and the gradient is gathered from two readers that split dx
-// as 1/4 + 3/4: it is linear in dx, so they sum to the one read's, and the
-// gather's first-reader write and later-reader add both run, as do
-// route_dx_keep's copy and its in-place form.
+// same logits), and the gradient is gathered from three readers that split
+// dx as 1/4 + 1/4 + 1/2: it is linear in dx, so they sum to the one read's;
+// the gather's first-reader write and later-reader adds run, its readers in
+// a pair and one left over (gather_tile_pairs at widths 8 and 16), and
+// route_dx_keep's copy (readers 0 and 2) and its in-place form (reader 1).
 static void route_src_keys(Backend *be, Case *c, float *lg, float *lg2, float *rho, float *scratch) {
     int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
     for (int n = 0; n < N; n++) {
@@ -366,23 +367,25 @@ static void route_src_fwd(Backend *be, Case *c) {
 static void route_src_bwd(Backend *be, Case *c) {
     int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
     float *lg = scratch_nan((size_t)N * T * H), *lg2 = scratch_nan((size_t)N * T * H);
-    float *rho = scratch_nan((size_t)N * T), *scratch = scratch_nan(route_scratch_floats(be->ctx, N, d, H));
-    float *dx = scratch_nan((size_t)2 * T * d), *keep = scratch_nan((size_t)2 * T * d);
-    float *cc = scratch_nan((size_t)2 * T * H);
+    float *rho = scratch_nan((size_t)N * T), *scratch = scratch_nan(route_scratch_floats(be->ctx, N > 3 ? N : 3, d, H)); // 3 readers
+    float *dx = scratch_nan((size_t)3 * T * d), *keep = scratch_nan((size_t)3 * T * d);
+    float *cc = scratch_nan((size_t)3 * T * H);
     route_src_keys(be, c, lg, lg2, rho, scratch);
-    for (size_t i = 0; i < (size_t)T * d; i++) dx[i] = 0.25f * c->dout[0][i], dx[T * d + i] = 0.75f * c->dout[0][i];
-    // Reader 0 keeps a copy; reader 1's dx is already where it is kept (keep = dx).
-    for (int r = 0; r < 2; r++)
-        route_dx_keep(be->ctx, (r ? dx : keep) + (size_t)r * T * d, cc + (size_t)r * T * H, dx + (size_t)r * T * d,
-                      c->out[0], T, d, H);
+    static const float share[3] = {0.25f, 0.25f, 0.5f};
+    for (int r = 0; r < 3; r++)
+        for (size_t i = 0; i < (size_t)T * d; i++) dx[r * T * d + i] = share[r] * c->dout[0][i];
+    // Readers 0 and 2 keep a copy; reader 1's dx is already where it is kept (keep = dx).
+    for (int r = 0; r < 3; r++)
+        route_dx_keep(be->ctx, (r == 1 ? dx : keep) + (size_t)r * T * d, cc + (size_t)r * T * H,
+                      dx + (size_t)r * T * d, c->out[0], T, d, H);
     for (int n = 0; n < N; n++) {
         const size_t slot = (size_t)n * T * H;
-        RouteReader rd[2];
-        for (int r = 0; r < 2; r++)
+        RouteReader rd[3];
+        for (int r = 0; r < 3; r++)
             rd[r] = (RouteReader){.q = c->in[1], .g = c->in[2], .lg = lg + slot, .w = c->out[1] + slot,
-                                  .dx = (r ? dx : keep) + (size_t)r * T * d, .c = cc + (size_t)r * T * H,
+                                  .dx = (r == 1 ? dx : keep) + (size_t)r * T * d, .c = cc + (size_t)r * T * H,
                                   .dq = c->din[1], .dg = c->din[2]};
-        route_gather(be->ctx, c->din[0] + (size_t)n * T * d, rd, 2, scratch, c->in[0] + (size_t)n * T * d,
+        route_gather(be->ctx, c->din[0] + (size_t)n * T * d, rd, 3, scratch, c->in[0] + (size_t)n * T * d,
                      rho + (size_t)n * T, T, d, H);
     }
     free(lg), free(lg2), free(rho), free(scratch), free(dx), free(keep), free(cc);

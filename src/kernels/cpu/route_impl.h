@@ -117,6 +117,7 @@ typedef float v4 __attribute__((vector_size(16)));
 // between functions (that would depend on the target's vector ABI).
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define LOAD8(p) (*(const v8u *)(p))
+#define STORE8(p, x) (*(v8u *)(p) = (x))
 
 INLINE float hsum8(const v8 *v) {
     v4 lo, hi;
@@ -266,6 +267,16 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
     }
 }
 
+// The four accumulators of head h's dot summed as head_dots sums them:
+// hsum8x8's tree where head_dots has eight heads at once, else hsum8's.
+INLINE float head_sum(const v8 acc[4], int h, int H) {
+    const v8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    if (H - h / 8 * 8 < 8) return hsum8(&v);
+    const v8 p = v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+    const v8 q = p + __builtin_shufflevector(p, p, 2, 3, 0, 1, 6, 7, 4, 5);
+    return q[0] + q[4];
+}
+
 // Head h's Σ a_k b_k over [hw], bit for bit head_dots' sum for that head
 // (the same accumulators, and hsum8x8's tree where head_dots has eight
 // heads at once, else hsum8's), for loops that use the slice right after
@@ -278,11 +289,7 @@ INLINE float head_dot(const float *restrict a, const float *restrict b, int h, i
         for (; k + 32 <= hw; k += 32)
             for (int j = 0; j < 4; j++) acc[j] += LOAD8(a + k + 8 * j) * LOAD8(b + k + 8 * j);
         for (; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(a + k) * LOAD8(b + k);
-        const v8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-        if (H - h / 8 * 8 < 8) return hsum8(&v);
-        const v8 p = v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
-        const v8 q = p + __builtin_shufflevector(p, p, 2, 3, 0, 1, 6, 7, 4, 5);
-        return q[0] + q[4];
+        return head_sum(acc, h, H);
     }
     float s = 0;
     for (int k = 0; k < hw; k++) s += a[k] * b[k];

@@ -146,6 +146,70 @@ INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int 
     }
 }
 
+// The same for head widths 8 and 16, readers two at a time: a head's
+// slices of S and of dS are loaded (and dS stored) once for both, where at
+// these widths they cost as much as a reader's own dx, qg and z slices and
+// the per-head scalars. Micro's 17 gathers at H 16 (width 16): 0.45 of the
+// time of gather_tile (both builds in one process, caches flushed between
+// calls); at width 32 the same time, at 64 1.07x (gather_tile there). Each
+// dS and z element sums in the same order as in gather_tile.
+INLINE void gather_pair(float *restrict z, float *restrict kappa, const Gather *G, int j0, int nr, int t0,
+                        int t1, int hw) {
+    const int d = G->d, H = G->H, nt = t1 - t0, V = hw / 8;
+    const size_t ld = qg_floats(d);
+    for (int t = t0; t < t1; t++) {
+        const float *restrict s = G->S + (size_t)t * d;
+        float *restrict ds = G->dS + (size_t)t * d;
+        const float rho = G->rho[t];
+        const float *dxt[2], *qg[2];
+        float *zj[2];
+        for (int i = 0; i < nr; i++) {
+            dxt[i] = G->rd[j0 + i].dx + (size_t)t * d;
+            qg[i] = G->qg + (size_t)(j0 + i) * ld;
+            zj[i] = z + (size_t)(j0 + i) * ld;
+            if (t + nt < G->n_tok) prefetch_row_l2(dxt[i] + (size_t)nt * d, d, 0); // the next tile's
+        }
+        float kt[2] = {0, 0};
+        for (int h = 0; h < H; h++) {
+            const int o = h * hw;
+            const size_t th = (size_t)t * H + h;
+            v8 sv[8], dsv[8];
+            for (int v = 0; v < V; v++) sv[v] = LOAD8(s + o + 8 * v);
+            for (int i = 0; i < nr; i++) {
+                const RouteReader *r = &G->rd[j0 + i];
+                v8 acc[4] = {{0}, {0}, {0}, {0}};
+                for (int v = 0; v < V; v++) acc[v & 3] += LOAD8(dxt[i] + o + 8 * v) * sv[v];
+                const float wh = r->w[th], dl = wh * (head_sum(acc, h, H) - r->c[th]), u = rho * dl;
+                kt[i] += dl * r->lg[th];
+                for (int v = 0; v < V; v++) STORE8(zj[i] + o + 8 * v, LOAD8(zj[i] + o + 8 * v) + u * sv[v]);
+                for (int v = 0; v < V; v++) {
+                    const v8 g = wh * LOAD8(dxt[i] + o + 8 * v) + u * LOAD8(qg[i] + o + 8 * v);
+                    if (i) dsv[v] += g;
+                    else if (j0) { // a row the earlier readers wrote
+                        const v8 prev = LOAD8(ds + o + 8 * v);
+                        dsv[v] = prev + g;
+                    } else dsv[v] = g;
+                }
+            }
+            for (int v = 0; v < V; v++) STORE8(ds + o + 8 * v, dsv[v]);
+        }
+        for (int i = 0; i < nr; i++) kappa[t - t0] += kt[i];
+    }
+}
+
+INLINE void gather_tile_pairs(float *restrict z, const Gather *G, int t0, int t1, int hw) {
+    float kappa[TILE_MAX] = {0}; // Σ_j,h dℓ ℓ per token
+    int j = 0;
+    for (; j + 2 <= G->n_rd; j += 2) gather_pair(z, kappa, G, j, 2, t0, t1, hw);
+    if (j < G->n_rd) gather_pair(z, kappa, G, j, 1, t0, t1, hw);
+    for (int t = t0; t < t1; t++) {
+        const float rho = G->rho[t], beta = (rho * kappa[t - t0]) * rho / (float)G->d; // ρ·κ first: bounded
+        const float *restrict s = G->S + (size_t)t * G->d;
+        float *restrict ds = G->dS + (size_t)t * G->d;
+        for (int k = 0; k < G->d; k++) ds[k] -= beta * s[k];
+    }
+}
+
 void route_gather(OpsContext *ctx, float *dS, const RouteReader *rd, int n_rd, float *scratch,
                   const float *S, const float *rho, int n_tok, int d, int H) {
     OPS_TIMED(ctx);
@@ -168,7 +232,12 @@ void route_gather(OpsContext *ctx, float *dS, const RouteReader *rd, int n_rd, f
         for (int i = 0; i < n_tiles; i++) {
             const int t0 = i * tile, t1 = t0 + tile < n_tok ? t0 + tile : n_tok;
 #define GATHER(HW) gather_tile(z, &G, t0, t1, HW)
-            DISPATCH_HW(hw, GATHER)
+#define GATHER_PAIRS(HW) gather_tile_pairs(z, &G, t0, t1, HW)
+            if (hw == 8) GATHER_PAIRS(8);
+            else if (hw == 16) GATHER_PAIRS(16);
+            else
+                DISPATCH_HW(hw, GATHER)
+#undef GATHER_PAIRS
 #undef GATHER
         }
         // Implicit barrier above; reduce the partials in fixed thread order.
