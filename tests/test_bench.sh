@@ -70,7 +70,7 @@ n, P = B * T, 2 * L + 1
 row, Sig = n * d, P * (P + 1) // 2
 # README's formulas: full routing, baseline (+ the model's zeroing of 2L+1 rows), block N = 4
 full = lambda h: (4 * (2 * Sig * row + 4 * P * row + 4 * Sig * n * h + P * n),
-                  8 * (3 * P * row + 2 * Sig * n * h + P * n * h + P * n))
+                  8 * (2 * P * row + 2 * Sig * n * h + P * n * h + P * n))
 want = {"mhar": full(H), "attnres": full(1),
         "baseline": (4 * 2 * (1 + 4 * L) * row, 8 * (2 * (2 * L + 1) + 2 * L + 1) * row)}
 bl = -(-L // 4); nb = -(-L // bl); rd = wr = 0
