@@ -38,6 +38,34 @@ INLINE void softmax_slots(float *restrict wt, size_t ws, int n_src, int hc) {
         for (int i = 0; i < hc; i++) wt[n * ws + i] *= inv[i];
 }
 
+// x_t += Σ_{i<4} w_i S_i over a token's row: sources n..n+3 (rows S0..S3,
+// weight slots w0 + i·ws), the partial sums in registers across the four.
+INLINE void add_four_rows(float *restrict xt, const float *restrict S0, const float *restrict S1,
+                          const float *restrict S2, const float *restrict S3, const float *w0, size_t ws,
+                          int H, int hw) {
+    for (int h = 0; h < H; h++) {
+        const int o = h * hw;
+        const float e0 = w0[h], e1 = w0[ws + h], e2 = w0[2 * ws + h], e3 = w0[3 * ws + h];
+        for (int k = 0; k < hw; k++) {
+            float v = xt[o + k];
+            v += e0 * S0[o + k];
+            v += e1 * S1[o + k];
+            v += e2 * S2[o + k];
+            v += e3 * S3[o + k];
+            xt[o + k] = v;
+        }
+    }
+}
+
+// x_t += w S for one source.
+INLINE void add_row(float *restrict xt, const float *restrict S, const float *wn, int H, int hw) {
+    for (int h = 0; h < H; h++) {
+        const int o = h * hw;
+        const float e = wn[h];
+        for (int k = 0; k < hw; k++) xt[o + k] += e * S[o + k];
+    }
+}
+
 // Token t: the weights from its logits, then x_t = Σ_n w_n S_n, row by row
 // (the sources sit a stride apart that walking one head across rows would
 // map to few L1 sets), fetching the rows `ahead` tokens on (the next tile's).
@@ -60,29 +88,12 @@ INLINE void token_sum(float *restrict xt, float *restrict w, const Args *A, int 
             prefetch_row_l2(S0 + a, A->d, 0), prefetch_row_l2(S1 + a, A->d, 0);
             prefetch_row_l2(S2 + a, A->d, 0), prefetch_row_l2(S3 + a, A->d, 0);
         }
-        const float *w0 = wt + n * ws;
-        for (int h = 0; h < H; h++) {
-            const int o = h * hw;
-            const float e0 = w0[h], e1 = w0[ws + h], e2 = w0[2 * ws + h], e3 = w0[3 * ws + h];
-            for (int k = 0; k < hw; k++) {
-                float v = xt[o + k];
-                v += e0 * S0[o + k];
-                v += e1 * S1[o + k];
-                v += e2 * S2[o + k];
-                v += e3 * S3[o + k];
-                xt[o + k] = v;
-            }
-        }
+        add_four_rows(xt, S0, S1, S2, S3, wt + n * ws, ws, H, hw);
     }
     for (; n < A->n_src; n++) {
         const float *restrict S = src_row(A, n, t);
         if (t + ahead < A->n_tok) prefetch_row_l2(S + (size_t)ahead * A->d, A->d, 0);
-        const float *wn = wt + n * ws;
-        for (int h = 0; h < H; h++) {
-            const int o = h * hw;
-            const float e = wn[h];
-            for (int k = 0; k < hw; k++) xt[o + k] += e * S[o + k];
-        }
+        add_row(xt, S, wt + n * ws, H, hw);
     }
 }
 
@@ -131,32 +142,10 @@ INLINE void mix_tile(float *restrict x, float *restrict w, const float *restrict
         for (int t = t0; t < t1; t++) {
             const float *restrict S0 = src_row(A, n, t), *restrict S1 = src_row(A, n + 1, t);
             const float *restrict S2 = src_row(A, n + 2, t), *restrict S3 = src_row(A, n + 3, t);
-            const float *w0 = w + n * ws + (size_t)t * H;
-            float *restrict xt = x + (size_t)t * d;
-            for (int h = 0; h < H; h++) {
-                const int o = h * hw;
-                const float e0 = w0[h], e1 = w0[ws + h], e2 = w0[2 * ws + h], e3 = w0[3 * ws + h];
-                for (int k = 0; k < hw; k++) {
-                    float v = xt[o + k];
-                    v += e0 * S0[o + k];
-                    v += e1 * S1[o + k];
-                    v += e2 * S2[o + k];
-                    v += e3 * S3[o + k];
-                    xt[o + k] = v;
-                }
-            }
+            add_four_rows(x + (size_t)t * d, S0, S1, S2, S3, w + n * ws + (size_t)t * H, ws, H, hw);
         }
     for (; n < A->n_src; n++)
-        for (int t = t0; t < t1; t++) {
-            const float *restrict S = src_row(A, n, t);
-            const float *wn = w + n * ws + (size_t)t * H;
-            float *restrict xt = x + (size_t)t * d;
-            for (int h = 0; h < H; h++) {
-                const int o = h * hw;
-                const float e = wn[h];
-                for (int k = 0; k < hw; k++) xt[o + k] += e * S[o + k];
-            }
-        }
+        for (int t = t0; t < t1; t++) add_row(x + (size_t)t * d, src_row(A, n, t), w + n * ws + (size_t)t * H, H, hw);
 }
 
 void route_mix(OpsContext *ctx, float *x, float *w, const float *lg, RouteSources S, int n_tok, int d,
