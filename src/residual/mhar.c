@@ -72,7 +72,7 @@ static int mhar_bind(Residual *r) {
 // gradient of source s+1 is gathered just before, from the dx of sites
 // s+1 and later, kept in rows s+2... and dx_final); the final read's in
 // dx_final.
-static const float *kept_dx(const Residual *r, int s) {
+static float *kept_dx(const Residual *r, int s) {
     const RouteState *st = r->priv;
     return s + 1 < sites(r->cfg) ? residual_dsource(r, s + 1) : st->dx_final;
 }
@@ -126,7 +126,7 @@ static void source_gather(Residual *r, int src) {
 }
 
 // The model writes site s's dx where the site keeps it.
-static float *mhar_read_grad(Residual *r, int s) { return (float *)kept_dx(r, s); }
+static float *mhar_read_grad(Residual *r, int s) { return kept_dx(r, s); }
 
 // Site s keeps its dx (already in place: mhar_read_grad); the last site's
 // backward (s = 0) also gathers the embedding's gradient, which every site
@@ -134,7 +134,7 @@ static float *mhar_read_grad(Residual *r, int s) { return (float *)kept_dx(r, s)
 static void mhar_read_backward(Residual *r, int s, const float *dx) {
     RouteState *st = r->priv;
     const Config *c = r->cfg;
-    route_dx_keep(r->ctx, (float *)kept_dx(r, s), st->c + (size_t)s * r->n_tok * heads(c), dx,
+    route_dx_keep(r->ctx, kept_dx(r, s), st->c + (size_t)s * r->n_tok * heads(c), dx,
                   residual_input(r, s), r->n_tok, c->hidden_size, heads(c));
     if (s == 0) source_gather(r, 0);
 }
