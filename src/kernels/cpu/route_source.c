@@ -106,6 +106,16 @@ typedef struct {
     int n_rd, n_tok, d, H;
 } Gather;
 
+// The tile's dS rows −= β S, β = (ρ²/d) κ from κ_t = Σ_j,h dℓ ℓ (kappa[t − t0]).
+INLINE void subtract_beta(const Gather *G, const float *kappa, int t0, int t1) {
+    for (int t = t0; t < t1; t++) {
+        const float rho = G->rho[t], beta = (rho * kappa[t - t0]) * rho / (float)G->d; // ρ·κ first: bounded
+        const float *restrict s = G->S + (size_t)t * G->d;
+        float *restrict ds = G->dS + (size_t)t * G->d;
+        for (int k = 0; k < G->d; k++) ds[k] -= beta * s[k];
+    }
+}
+
 // Tokens [t0, t1) = a tile, reader by reader, each over the tile's tokens;
 // z [n_rd] rows of qg_floats(d), this thread's dq/dg partials. Each head's
 // updates follow its own dot, so that its slices of S and dx are used again
@@ -115,7 +125,12 @@ typedef struct {
 // calls); the same bits at H 1, 4 and 8. Tried: all the tile's dots first,
 // then z summed over the tile's tokens and dS over the readers in
 // registers: no faster (5.5 ms against 4.8-5.8 for this, both without the
-// fetch ahead).
+// fetch ahead). Again with the dS sum Σ_j w dx taken in the dot's pass and
+// the u terms (Σ_j u qg, Σ_t u S) as small register-blocked products after
+// it: 1.11-1.17x the time at H 4 and 8, and its first pass alone took as
+// long as all of this: the gather waits on its dx rows, not on its
+// arithmetic (perf: the time sat on each dx line's first load, until
+// prefetch_row_l1).
 INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int hw) {
     const int d = G->d, H = G->H, nt = t1 - t0, ahead = l1_ahead_rows(d);
     const size_t ld = qg_floats(d);
@@ -145,12 +160,7 @@ INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int 
             kappa[t - t0] += kt;
         }
     }
-    for (int t = t0; t < t1; t++) {
-        const float rho = G->rho[t], beta = (rho * kappa[t - t0]) * rho / (float)d; // ρ·κ first: bounded
-        const float *restrict s = G->S + (size_t)t * d;
-        float *restrict ds = G->dS + (size_t)t * d;
-        for (int k = 0; k < d; k++) ds[k] -= beta * s[k];
-    }
+    subtract_beta(G, kappa, t0, t1);
 }
 
 // The same for head widths 8 and 16, readers two at a time: a head's
@@ -210,12 +220,7 @@ INLINE void gather_tile_pairs(float *restrict z, const Gather *G, int t0, int t1
     int j = 0;
     for (; j + 2 <= G->n_rd; j += 2) gather_pair(z, kappa, G, j, 2, t0, t1, hw);
     if (j < G->n_rd) gather_pair(z, kappa, G, j, 1, t0, t1, hw);
-    for (int t = t0; t < t1; t++) {
-        const float rho = G->rho[t], beta = (rho * kappa[t - t0]) * rho / (float)G->d; // ρ·κ first: bounded
-        const float *restrict s = G->S + (size_t)t * G->d;
-        float *restrict ds = G->dS + (size_t)t * G->d;
-        for (int k = 0; k < G->d; k++) ds[k] -= beta * s[k];
-    }
+    subtract_beta(G, kappa, t0, t1);
 }
 
 void route_gather(OpsContext *ctx, float *dS, const RouteReader *rd, int n_rd, float *scratch,
