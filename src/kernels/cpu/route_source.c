@@ -146,8 +146,8 @@ INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int 
             const float rho = G->rho[t];
             if (t + nt < G->n_tok) prefetch_row_l2(dxt + (size_t)nt * d, d, 0); // the next tile's
             if (t + ahead < t1) prefetch_row_l1(dxt + (size_t)ahead * d, d);
-            else if (j + 1 < G->n_rd) // the next reader's first rows (0.92x the time at H 1, 0.97-0.99 at H 8)
-                prefetch_row_l1(G->rd[j + 1].dx + (size_t)(t + ahead - nt) * d, d);
+            else if (j + 1 < G->n_rd && t + ahead - nt < t1) // the next reader's first rows (0.92x the
+                prefetch_row_l1(G->rd[j + 1].dx + (size_t)(t + ahead - nt) * d, d); // time at H 1, 0.97-0.99 at H 8)
             float kt = 0;
             for (int h = 0; h < H; h++) {
                 const int o = h * hw;
@@ -188,7 +188,7 @@ INLINE void gather_pair(float *restrict z, float *restrict kappa, const Gather *
             zj[i] = z + (size_t)(j0 + i) * ld;
             if (t + nt < G->n_tok) prefetch_row_l2(dxt[i] + (size_t)nt * d, d, 0); // the next tile's
             if (t + ahead < t1) prefetch_row_l1(dxt[i] + (size_t)ahead * d, d);
-            else if (j0 + nr + i < G->n_rd) // the next pair's first rows
+            else if (j0 + nr + i < G->n_rd && t + ahead - nt < t1) // the next pair's first rows
                 prefetch_row_l1(G->rd[j0 + nr + i].dx + (size_t)(t + ahead - nt) * d, d);
         }
         float kt[2] = {0, 0};
