@@ -276,6 +276,22 @@ static void test_blas_core(void) {
     }
 }
 
+// The note ops_library_name adds to a coretype from the environment: only
+// an AVX-512 processor running a set without AVX-512 gets it.
+static void test_blas_core_avx512_note(void) {
+    static const struct { const char *running; int avx512, want; } c[] = {
+        {"Haswell", 1, 1},  {"Zen", 1, 1},         {"Prescott", 1, 1},         {"Haswell", 0, 0},
+        {"SkylakeX", 1, 0}, {"COOPERLAKE", 1, 0}, {"SapphireRapids", 1, 0}, {NULL, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const int got = blas_core_leaves_avx512(c[i].running, c[i].avx512);
+        char name[96];
+        snprintf(name, sizeof name, "blas_core_leaves_avx512_%s_%d", c[i].running ? c[i].running : "null",
+                 c[i].avx512);
+        CHECK(got == c[i].want, name, "want %d, got %d", c[i].want, got);
+    }
+}
+
 // vec_zero on a buffer large enough for its threaded path (pieces of whole
 // lines per thread): every element cleared, nothing past the end touched.
 static void test_vec_zero_large(size_t n) {
@@ -328,6 +344,7 @@ static void test_profile(void) {
 
 int main(void) {
     test_blas_core();
+    test_blas_core_avx512_note();
     ctx = ops_open();
     if (!ctx) return 1;
     rng_seed(&rng, 1234);

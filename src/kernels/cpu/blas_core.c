@@ -28,6 +28,15 @@ const char *blas_core_wanted(const char *chosen, int has_avx2_fma, int has_avx51
     return has_avx512 ? "SkylakeX" : "Haswell";
 }
 
+static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+
+int blas_core_leaves_avx512(const char *running, int has_avx512) {
+    if (!running || !has_avx512) return 0;
+    for (size_t i = 0; i < sizeof avx512_cores / sizeof avx512_cores[0]; i++)
+        if (!strcasecmp(running, avx512_cores[i])) return 0;
+    return 1;
+}
+
 static int cpu_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 static int cpu_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -60,6 +69,11 @@ const char *ops_library_name(void) {
     if (fallback && coretype)
         snprintf(name, sizeof name, "OpenBLAS %s, %s kernels (OPENBLAS_CORETYPE set by mhar: OpenBLAS chose %s)", version,
                  openblas_get_corename(), fallback);
+    else if (coretype && blas_core_leaves_avx512(openblas_get_corename(), cpu_avx512()))
+        snprintf(name, sizeof name,
+                 "OpenBLAS %s, %s kernels (OPENBLAS_CORETYPE=%s: this processor's AVX-512 unused; unset it for "
+                 "AVX-512 kernels)",
+                 version, openblas_get_corename(), coretype);
     else if (coretype)
         snprintf(name, sizeof name, "OpenBLAS %s, %s kernels (OPENBLAS_CORETYPE=%s)", version, openblas_get_corename(),
                  coretype);
