@@ -8,4 +8,5 @@ set grid
 set key outside right top
 plot "val_micro_lr0.002.dat" index 0 using 1:2 with lines lw 2 title "baseline", \
      "val_micro_lr0.002.dat" index 1 using 1:2 with lines lw 2 title "mhar-h4", \
-     "val_micro_lr0.002.dat" index 2 using 1:2 with lines lw 2 title "mhar-h8"
+     "val_micro_lr0.002.dat" index 2 using 1:2 with lines lw 2 title "mhar-h8", \
+     "val_micro_lr0.002.dat" index 3 using 1:2 with lines lw 2 title "mhar-h16"

@@ -1,0 +1,10 @@
+# written by mhar report; redraw with: gnuplot val_tail_micro_lr0.008.gp
+set terminal pngcairo noenhanced size 960,600 font ",11"
+set output "val_tail_micro_lr0.008.png"
+set title "validation loss over the last 11 evaluations, mean over seeds (preset micro, lr 0.008)"
+set xlabel "step"
+set ylabel "validation loss (nats/token)"
+set grid
+set key outside right top
+set xrange [4800:*]
+plot "val_tail_micro_lr0.008.dat" index 0 using 1:2 with lines lw 2 title "hc"
