@@ -6,10 +6,7 @@
 # it runs only when everything else is done.
 set -u
 cd "$(dirname "$0")"
-MHAR=${MHAR:-/work/frozen/mhar}  # the frozen a33a03a build
-S=${SWEEPS:-/work/sweeps}
-export OPENBLAS_CORETYPE=SkylakeX
-sweep() { nice -n 19 "$MHAR" sweep --jobs 1 --threads 1 "$@"; }
+. ./chains.sh
 # The baseline lives in the sweep of grid-s1-lr0.002.json, whose next run
 # would be H 2: continue it for one run only, and only until it is done.
 # (--grid as well: on a machine that lost /work/sweeps the folder is new.)

@@ -7,10 +7,7 @@
 # finished runs and resumes an interrupted one from its last checkpoint.
 set -u
 cd "$(dirname "$0")"
-MHAR=${MHAR:-/work/frozen/mhar}  # the frozen a33a03a build
-S=${SWEEPS:-/work/sweeps}
-export OPENBLAS_CORETYPE=SkylakeX
-sweep() { nice -n 19 "$MHAR" sweep --jobs 1 --threads 1 "$@"; }
+. ./chains.sh
 chain_a() {
     sweep --grid grid-s2-lr0.002.json --out "$S/micro-s2-lr0.002" &&
         sweep --grid grid-s3-lr0.002-mhar-h4.json --out "$S/micro-s3-mhar-h4"
