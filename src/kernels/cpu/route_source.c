@@ -116,13 +116,27 @@ INLINE void subtract_beta(const Gather *G, const float *kappa, int t0, int t1) {
     }
 }
 
-// A reader's dx rows ahead of token t of the tile [t1 − nt, t1): the next
-// tile's row into L2, and the row `ahead` tokens on into L1, or past the
-// tile's end the first rows of reader next_j, which runs over the tile next
-// (0.92x the time at H 1, 0.97-0.99 at H 8).
-INLINE void fetch_dx_ahead(const Gather *G, const float *dxt, int next_j, int t, int t1, int nt, int ahead) {
-    const int d = G->d;
-    if (t + nt < G->n_tok) prefetch_row_l2(dxt + (size_t)nt * d, d, 0);
+// The gather reads dx as one stream: the tile's rows of reader 0, of reader
+// 1, ..., then the next tile's. While at reader j's row t it fetches into L2
+// the row l2_ahead readers on in that stream (reader j + l2_ahead's row t,
+// or past the last reader the row of a later tile), and into L1 the row
+// `ahead` tokens on, or past the tile's end the first rows of reader
+// next_j, which runs over the tile next (0.92x the time at H 1, 0.97-0.99
+// at H 8). gather_tile fetches GATHER_L2_AHEAD readers on (~128 KiB of
+// stream); it used to fetch the same reader's row in the next tile, a
+// whole pass over the readers ahead (up to 800 KiB at 100m's 25 readers),
+// and the rows were evicted from L2 before their turn: over the final
+// read's gather (bench --kernel route, four alternated rounds) four
+// readers on took 0.81x the time at 100m H 1, 0.67x at H 8, 0.72-0.73x at
+// micro H 1 and 4, 0.87-0.93x at nano H 1 and 4 (two or eight readers on:
+// the same as four). gather_pair keeps a whole pass ahead (l2_ahead =
+// n_rd): four readers on took 1.04x at micro H 16, 1.02x at nano H 8.
+enum { GATHER_L2_AHEAD = 4 };
+
+INLINE void fetch_dx_ahead(const Gather *G, const float *dxt, int j, int l2_ahead, int next_j, int t, int t1,
+                           int nt, int ahead) {
+    const int d = G->d, q = j + l2_ahead, row = t + (q / G->n_rd) * nt;
+    if (row < G->n_tok) prefetch_row_l2(G->rd[q % G->n_rd].dx + (size_t)row * d, d, 0);
     if (t + ahead < t1) prefetch_row_l1(dxt + (size_t)ahead * d, d);
     else if (next_j < G->n_rd && t + ahead - nt < t1)
         prefetch_row_l1(G->rd[next_j].dx + (size_t)(t + ahead - nt) * d, d);
@@ -156,7 +170,7 @@ INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int 
             const float *wt = r->w + (size_t)t * H, *ct = r->c + (size_t)t * H, *lt = r->lg + (size_t)t * H;
             float *restrict ds = G->dS + (size_t)t * d;
             const float rho = G->rho[t];
-            fetch_dx_ahead(G, dxt, j + 1, t, t1, nt, ahead);
+            fetch_dx_ahead(G, dxt, j, GATHER_L2_AHEAD, j + 1, t, t1, nt, ahead);
             float kt = 0;
             for (int h = 0; h < H; h++) {
                 const int o = h * hw;
@@ -195,7 +209,7 @@ INLINE void gather_pair(float *restrict z, float *restrict kappa, const Gather *
             dxt[i] = G->rd[j0 + i].dx + (size_t)t * d;
             qg[i] = G->qg + (size_t)(j0 + i) * ld;
             zj[i] = z + (size_t)(j0 + i) * ld;
-            fetch_dx_ahead(G, dxt[i], j0 + nr + i, t, t1, nt, ahead); // the next pair's
+            fetch_dx_ahead(G, dxt[i], j0 + i, G->n_rd, j0 + nr + i, t, t1, nt, ahead); // the next pair's
         }
         float kt[2] = {0, 0};
         for (int h = 0; h < H; h++) {
