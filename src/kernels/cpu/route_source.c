@@ -133,10 +133,19 @@ INLINE void subtract_beta(const Gather *G, const float *kappa, int t0, int t1) {
 // n_rd): four readers on took 1.04x at micro H 16, 1.02x at nano H 8.
 enum { GATHER_L2_AHEAD = 4 };
 
-INLINE void fetch_dx_ahead(const Gather *G, const float *dxt, int j, int l2_ahead, int next_j, int t, int t1,
-                           int nt, int ahead) {
-    const int d = G->d, q = j + l2_ahead, row = t + (q / G->n_rd) * nt;
-    if (row < G->n_tok) prefetch_row_l2(G->rd[q % G->n_rd].dx + (size_t)row * d, d, 0);
+// Where reader j's L2 fetch reads (once per reader, not per token): the dx
+// of the reader l2_ahead on in the stream, *rows tokens later (whole tiles,
+// past the last reader).
+INLINE const float *l2_stream_dx(const Gather *G, int j, int l2_ahead, int nt, int *rows) {
+    const int q = j + l2_ahead;
+    *rows = q / G->n_rd * nt;
+    return G->rd[q % G->n_rd].dx;
+}
+
+INLINE void fetch_dx_ahead(const Gather *G, const float *dxt, const float *l2_dx, int l2_rows, int next_j, int t,
+                           int t1, int nt, int ahead) {
+    const int d = G->d;
+    if (t + l2_rows < G->n_tok) prefetch_row_l2(l2_dx + (size_t)(t + l2_rows) * d, d, 0);
     if (t + ahead < t1) prefetch_row_l1(dxt + (size_t)ahead * d, d);
     else if (next_j < G->n_rd && t + ahead - nt < t1)
         prefetch_row_l1(G->rd[next_j].dx + (size_t)(t + ahead - nt) * d, d);
@@ -165,12 +174,14 @@ INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int 
         const RouteReader *r = &G->rd[j];
         const float *restrict qg = G->qg + (size_t)j * ld;
         float *restrict zj = z + (size_t)j * ld;
+        int l2_rows;
+        const float *l2_dx = l2_stream_dx(G, j, GATHER_L2_AHEAD, nt, &l2_rows);
         for (int t = t0; t < t1; t++) {
             const float *restrict s = G->S + (size_t)t * d, *restrict dxt = r->dx + (size_t)t * d;
             const float *wt = r->w + (size_t)t * H, *ct = r->c + (size_t)t * H, *lt = r->lg + (size_t)t * H;
             float *restrict ds = G->dS + (size_t)t * d;
             const float rho = G->rho[t];
-            fetch_dx_ahead(G, dxt, j, GATHER_L2_AHEAD, j + 1, t, t1, nt, ahead);
+            fetch_dx_ahead(G, dxt, l2_dx, l2_rows, j + 1, t, t1, nt, ahead);
             float kt = 0;
             for (int h = 0; h < H; h++) {
                 const int o = h * hw;
@@ -199,6 +210,9 @@ INLINE void gather_pair(float *restrict z, float *restrict kappa, const Gather *
                         int t1, int hw) {
     const int d = G->d, H = G->H, nt = t1 - t0, V = hw / 8, ahead = l1_ahead_rows(d);
     const size_t ld = qg_floats(d);
+    const float *l2_dx[2];
+    int l2_rows[2];
+    for (int i = 0; i < nr; i++) l2_dx[i] = l2_stream_dx(G, j0 + i, G->n_rd, nt, &l2_rows[i]);
     for (int t = t0; t < t1; t++) {
         const float *restrict s = G->S + (size_t)t * d;
         float *restrict ds = G->dS + (size_t)t * d;
@@ -209,7 +223,7 @@ INLINE void gather_pair(float *restrict z, float *restrict kappa, const Gather *
             dxt[i] = G->rd[j0 + i].dx + (size_t)t * d;
             qg[i] = G->qg + (size_t)(j0 + i) * ld;
             zj[i] = z + (size_t)(j0 + i) * ld;
-            fetch_dx_ahead(G, dxt[i], j0 + i, G->n_rd, j0 + nr + i, t, t1, nt, ahead); // the next pair's
+            fetch_dx_ahead(G, dxt[i], l2_dx[i], l2_rows[i], j0 + nr + i, t, t1, nt, ahead); // the next pair's
         }
         float kt[2] = {0, 0};
         for (int h = 0; h < H; h++) {
