@@ -2,7 +2,8 @@
 // its reference" (test_ops.c checks every op against a double reference,
 // finite differences, determinism and accumulation): optional arguments,
 // in-place use, exact zeros, RoPE's inverse and its position offset,
-// attention's causality, its lse, and its backward at several thread counts.
+// attention's causality, its lse, and its backward at several thread counts;
+// the norm's backward at several thread counts.
 #include <stdint.h>
 #include <string.h>
 
@@ -227,6 +228,35 @@ static void test_attention_threads(int T, int nh, int hd) {
     free(scratch);
 }
 
+// The norm's backward sums dw over fixed chunks of rows, then the chunks in
+// order: dx and dw the same bits at 1, 2 and 3 threads, with and without dw.
+// (Partials split by thread and summed in fp32 fail this; in double they
+// would nearly always round to the same fp32 and pass.)
+static void test_rmsnorm_threads(int rows, int d) {
+    char name[96];
+    size_t n = (size_t)rows * d;
+    float *x = frandn(n, 2), *dy = frandn(n, 1), *w = frandn((size_t)d, 1), *rstd = fnew((size_t)rows),
+          *y = fnew(n), *scratch = fnew(rmsnorm_scratch_floats(rows, d));
+    rmsnorm_forward(ctx, y, rstd, x, w, rows, d, 1e-6f);
+    const int saved = ops_threads(), counts[3] = {1, 2, 3};
+    float *dx[3], *dw[3], *dx_only = fnew(n);
+    for (int run = 0; run < 3; run++) {
+        ops_set_threads(counts[run]);
+        dx[run] = fnew(n), dw[run] = fnew((size_t)d);
+        rmsnorm_backward(ctx, dx[run], dw[run], scratch, dy, x, w, rstd, rows, d);
+    }
+    rmsnorm_backward(ctx, dx_only, NULL, scratch, dy, x, w, rstd, rows, d);
+    ops_set_threads(saved);
+    int same = same_bits(dx[0], dx_only, n);
+    for (int run = 1; run < 3; run++) same = same && same_bits(dx[0], dx[run], n) && same_bits(dw[0], dw[run], (size_t)d);
+    double dw_abs = 0;
+    for (int j = 0; j < d; j++) dw_abs += fabs(dw[0][j]);
+    snprintf(name, sizeof name, "rmsnorm_backward_threads_rows%d_d%d", rows, d);
+    CHECK(same && dw_abs > 0, name, "1, 2, 3 threads and dw NULL: same bits %d, sum |dw| %.3g", same, dw_abs);
+    for (int run = 0; run < 3; run++) free(dx[run]), free(dw[run]);
+    free(x), free(dy), free(w), free(rstd), free(y), free(scratch), free(dx_only);
+}
+
 // dlogits may alias logits (the model does that): same bits.
 static void test_xent_in_place(int n, int V, int big) {
     char name[96];
@@ -367,6 +397,8 @@ int main(void) {
     test_attention_uniform(1, 1, 2, 2, 16);
     test_attention_threads(333, 2, 64);
     test_attention_threads(65, 4, 16);
+    test_rmsnorm_threads(1000, 256);  // 15 full chunks and a short one
+    test_rmsnorm_threads(333, 64);
     test_xent_in_place(37, 1001, 0);
     test_xent_in_place(13, 1001, 1);
     test_vec_add_alias(100003);

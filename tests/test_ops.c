@@ -112,7 +112,10 @@ static void rmsnorm_fwd(Backend *be, Case *c) {
     rmsnorm_forward(be->ctx, c->out[0], c->out[1], c->in[0], c->in[1], c->p[0], c->p[1], NORM_EPS);
 }
 static void rmsnorm_bwd(Backend *be, Case *c) {
-    rmsnorm_backward(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], c->out[1], c->p[0], c->p[1]);
+    float *scratch = scratch_nan(rmsnorm_scratch_floats(c->p[0], c->p[1]));
+    rmsnorm_backward(be->ctx, c->din[0], c->din[1], scratch, c->dout[0], c->in[0], c->in[1], c->out[1], c->p[0],
+                     c->p[1]);
+    free(scratch);
 }
 
 // RoPE frequency j of hd: theta^(-2j/hd), or with `scaled` divided per

@@ -97,8 +97,11 @@ void embedding_backward(OpsContext *ctx, float *demb, const float *dout, const i
 // Also used for the per-head q/k norm with rows = tokens·heads, d = head_dim.
 void rmsnorm_forward(OpsContext *ctx, float *out, float *rstd, const float *in, const float *w,
                      int rows, int d, float eps);
-// dout [rows, d] -> din [rows, d] (overwritten), dw [d] (accumulates)
-void rmsnorm_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
+// dout [rows, d] -> din [rows, d] (overwritten), dw [d] (accumulates; NULL:
+// not wanted). scratch: rmsnorm_scratch_floats(rows, d) floats (dw's
+// partials, summed in a fixed order: the same bits at any thread count).
+size_t rmsnorm_scratch_floats(int rows, int d);
+void rmsnorm_backward(OpsContext *ctx, float *din, float *dw, float *scratch, const float *dout, const float *in,
                       const float *w, const float *rstd, int rows, int d);
 
 // ---- RoPE, "rotate half": coordinate j pairs with j + hd/2 ----------------

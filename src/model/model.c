@@ -164,6 +164,9 @@ static void carve_all(Model *m, Carver *cv) {
     m->d_y = carve(cv, n * nh * hd);
     m->d_gate = carve(cv, n * f); m->d_up = carve(cv, n * f); m->d_hid = carve(cv, n * f);
     m->att_scratch = carve(cv, attention_scratch_floats(m->ctx, m->B, m->T, nkv, hd));
+    // the norms' backward: the residual-width norms, or the q norm's n·nh rows (k's are fewer)
+    size_t norm_floats = rmsnorm_scratch_floats((int)n, (int)d), q_floats = rmsnorm_scratch_floats((int)(n * nh), (int)hd);
+    m->norm_scratch = carve(cv, qk && q_floats > norm_floats ? q_floats : norm_floats);
     m->res.scratch_floats = route_scratch_floats(m->ctx, rows, d, c->attnres_num_heads);
     m->res.scratch = carve(cv, m->res.scratch_floats);
     m->res.acts = carve(cv, m->scheme->act_floats(c, (int)n));
@@ -260,14 +263,16 @@ static void attention_sublayer_backward(Model *m, int l, const float *x, const f
     rope_backward(m->ctx, m->d_k, B, T, nkv, hd, 0, m->rope_cos, m->rope_sin);
     const int qk = config_qk_norm(c);
     if (qk) {
-        rmsnorm_backward(m->ctx, m->d_qraw, G(m, o->q_norm), m->d_q, a->q_raw, P(m, o->q_norm), a->q_rstd, n * nh, hd);
-        rmsnorm_backward(m->ctx, m->d_kraw, G(m, o->k_norm), m->d_k, a->k_raw, P(m, o->k_norm), a->k_rstd, n * nkv, hd);
+        rmsnorm_backward(m->ctx, m->d_qraw, G(m, o->q_norm), m->norm_scratch, m->d_q, a->q_raw, P(m, o->q_norm),
+                         a->q_rstd, n * nh, hd);
+        rmsnorm_backward(m->ctx, m->d_kraw, G(m, o->k_norm), m->norm_scratch, m->d_k, a->k_raw, P(m, o->k_norm),
+                         a->k_rstd, n * nkv, hd);
     }
     const float *dq = qk ? m->d_qraw : m->d_q, *dk = qk ? m->d_kraw : m->d_k;  // at the projections' outputs
     matmul_backward(m->ctx, m->d_xn, G(m, o->wq), dq, a->xn, P(m, o->wq), n, d, nh * hd);
     matmul_backward_add(m->ctx, m->d_xn, G(m, o->wk), dk, a->xn, P(m, o->wk), n, d, nkv * hd);
     matmul_backward_add(m->ctx, m->d_xn, G(m, o->wv), m->d_v, a->xn, P(m, o->wv), n, d, nkv * hd);
-    rmsnorm_backward(m->ctx, dx, G(m, o->in_norm), m->d_xn, x, P(m, o->in_norm), a->rstd, n, d);
+    rmsnorm_backward(m->ctx, dx, G(m, o->in_norm), m->norm_scratch, m->d_xn, x, P(m, o->in_norm), a->rstd, n, d);
 }
 
 // ---------------------------------------------------------------------------
@@ -294,7 +299,8 @@ static void mlp_sublayer_backward(Model *m, int l, const float *x, const float *
     swiglu_backward(m->ctx, m->d_gate, m->d_up, m->d_hid, a->gate, a->up, (size_t)n * f);
     matmul_backward(m->ctx, m->d_xn, G(m, o->w_gate), m->d_gate, a->xn, P(m, o->w_gate), n, d, f);
     matmul_backward_add(m->ctx, m->d_xn, G(m, o->w_up), m->d_up, a->xn, P(m, o->w_up), n, d, f);
-    rmsnorm_backward(m->ctx, dx, G(m, o->post_norm), m->d_xn, x, P(m, o->post_norm), a->rstd, n, d);
+    rmsnorm_backward(m->ctx, dx, G(m, o->post_norm), m->norm_scratch, m->d_xn, x, P(m, o->post_norm), a->rstd, n,
+                     d);
 }
 
 // ---------------------------------------------------------------------------
@@ -386,7 +392,7 @@ void model_backward(Model *m, float loss_scale) {
     float *dlogits = m->logits;  // in place: the logits are not needed again
     xent_backward(m->ctx, dlogits, m->logits, m->lse, m->targets, n, V, loss_scale / n, loss_scale * m->z_loss / n);
     matmul_backward(m->ctx, m->d_xn, G(m, m->off_head), dlogits, m->final_xn, P(m, m->off_head), n, d, V);
-    rmsnorm_backward(m->ctx, res_dx(m, 2 * L), G(m, m->off_norm), m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
+    rmsnorm_backward(m->ctx, res_dx(m, 2 * L), G(m, m->off_norm), m->norm_scratch, m->d_xn, INPUT(m, 2 * L), P(m, m->off_norm),
                      m->final_rstd, n, d);
     res_read_backward(m, 2 * L);
     // The final norm and an untied head (a tied one is the embedding's).

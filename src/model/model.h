@@ -59,7 +59,7 @@ typedef struct {
     double z_term;
     // backward scratch, shared by all layers
     float *d_x, *d_xn, *d_qraw, *d_kraw, *d_q, *d_k, *d_v, *d_y;
-    float *d_gate, *d_up, *d_hid, *att_scratch;
+    float *d_gate, *d_up, *d_hid, *att_scratch, *norm_scratch;
     float *rope_cos, *rope_sin;  // [max_pos, hd/2]
     // Called by model_backward as each range [lo, hi) of the parameter
     // gradients becomes final, from the head down to the embedding (the
