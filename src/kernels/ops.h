@@ -177,7 +177,8 @@ void rows_broadcast(OpsContext *ctx, float *out, const float *row, int rows, int
 // dsum [d] += Σ_r in[r, :] (in double over the rows, in order)
 void rows_sum(OpsContext *ctx, float *dsum, const float *in, int rows, int d);
 // out [ceil(n/block)]: Σ a[i]² over each block of `block` floats of a [n]
-// (the last may be shorter), in double, each block in index order.
+// (the last may be shorter), in double, each block in a fixed order (eight
+// interleaved running sums, then the tail).
 void sum_squares(OpsContext *ctx, double *out, const float *a, size_t n, size_t block);
 
 // ---- AdamW (decoupled weight decay, torch.optim.AdamW) ---------------------------
@@ -331,8 +332,8 @@ void gated_read_backward(OpsContext *ctx, float *dr, float *dy, float *da, const
 
 // ---- memory-bandwidth probe (mhar bench) -------------------------------------------
 // Σ a[i] over a [n], read once by every thread with independent partial
-// sums, so that only memory limits it (sum_squares' single double chain is
-// bound by add latency instead). Fixed chunks, each summed in fp32 lanes then
-// added in double in index order: the same bits whatever the thread count.
+// sums, so that only memory limits it (sum_squares converts to double).
+// Fixed chunks, each summed in fp32 lanes then added in double in index
+// order: the same bits whatever the thread count.
 // Its read-modify-write counterpart is vec_scale_acc itself.
 double stream_sum(OpsContext *ctx, const float *a, size_t n);
