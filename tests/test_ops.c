@@ -169,11 +169,9 @@ static void attention_bwd(Backend *be, Case *c) {
     free(scratch);
 }
 
-static void swiglu_fwd(Backend *be, Case *c) {
-    swiglu_forward(be->ctx, c->out[0], c->in[0], c->in[1], (size_t)c->p[0]);
-}
+static void swiglu_fwd(Backend *be, Case *c) { swiglu_forward(be->ctx, c->out[0], c->in[0], c->p[0], c->p[1]); }
 static void swiglu_bwd(Backend *be, Case *c) {
-    swiglu_backward(be->ctx, c->din[0], c->din[1], c->dout[0], c->in[0], c->in[1], (size_t)c->p[0]);
+    swiglu_backward(be->ctx, c->din[0], c->dout[0], c->in[0], c->p[0], c->p[1]);
 }
 
 // xent's return value (the sum of the losses) is checked as output 1; its
@@ -655,7 +653,12 @@ static void ref_attention(const Case *c, double *const *in, double *const *out) 
 }
 
 static void ref_swiglu(const Case *c, double *const *in, double *const *out) {
-    for (int i = 0; i < c->p[0]; i++) out[0][i] = in[0][i] / (1 + exp(-in[0][i])) * in[1][i];
+    const int rows = c->p[0], f = c->p[1];
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < f; i++) {
+            const double g = in[0][(size_t)r * 2 * f + i], u = in[0][(size_t)r * 2 * f + f + i];
+            out[0][(size_t)r * f + i] = g / (1 + exp(-g)) * u;
+        }
 }
 
 // logits [n, V], targets -> losses [n] (natural log), their sum [1]
@@ -1064,14 +1067,21 @@ static void init_attention(Case *c, Rng *rng) { // logits up to ~±20: far from 
     fill_normal(c->in[2], c->n_in[2], 1, rng);
 }
 
-// n: gate, up [n] -> h [n]
-static void shape_swiglu(Case *c) { c->n_in[0] = c->n_in[1] = c->n_out[0] = (size_t)c->p[0]; }
-static void init_swiglu(Case *c, Rng *rng) { // gates N(0, 4²) and a saturated sigmoid's extremes
+// rows, f: gate_up [rows, 2f] (a row's gate, then its up) -> h [rows, f]
+static void shape_swiglu(Case *c) {
+    c->n_in[0] = (size_t)c->p[0] * 2 * c->p[1], c->n_out[0] = (size_t)c->p[0] * c->p[1];
+}
+static void init_swiglu(Case *c, Rng *rng) { // gates N(0, 4²) and a saturated sigmoid's extremes, ups N(0, 1)
     static const float extreme[] = {-1000, -100, -88, -30, 0, 30, 88, 100, 1000};
-    size_t n = c->n_in[0];
-    fill_normal(c->in[0], n, 4, rng);
-    fill_normal(c->in[1], n, 1, rng);
-    for (size_t i = 0; i < 9 && i < n; i++) c->in[0][i * (n / 9)] = extreme[i];
+    const size_t rows = c->p[0], f = c->p[1], n = rows * f;
+    for (size_t r = 0; r < rows; r++) {
+        fill_normal(c->in[0] + r * 2 * f, f, 4, rng);
+        fill_normal(c->in[0] + r * 2 * f + f, f, 1, rng);
+    }
+    for (size_t i = 0; i < 9 && i < n; i++) {
+        const size_t k = i * (n / 9); // the k-th gate
+        c->in[0][k / f * 2 * f + k % f] = extreme[i];
+    }
 }
 
 // n, V: logits [n, V], targets [n] -> losses [n], their sum [1]
@@ -1322,8 +1332,8 @@ static const Op ROPE = {"rope", "B T nh hd pos0", {0}, shape_rope, init_normal, 
 static const Op ATTENTION = {"attention", "B T nh nkv hd", {0}, shape_attention, init_attention, attention_fwd,
                              attention_bwd, ref_attention, {GRAD_SET, GRAD_SET, GRAD_SET},
                              {DOUT_RANDOM, DOUT_NONE}, NULL};
-static const Op SWIGLU = {"swiglu", "n", {0}, shape_swiglu, init_swiglu, swiglu_fwd, swiglu_bwd, ref_swiglu,
-                          {GRAD_SET, GRAD_SET}, {DOUT_RANDOM}, NULL};
+static const Op SWIGLU = {"swiglu", "rows f", {0}, shape_swiglu, init_swiglu, swiglu_fwd, swiglu_bwd, ref_swiglu,
+                          {GRAD_SET}, {DOUT_RANDOM}, NULL};
 static const Op XENT = {"xent", "n V", {0, "large_logits"}, shape_xent, init_xent, xent_fwd, xent_bwd,
                         ref_xent, {GRAD_SET}, {DOUT_SCALE, DOUT_NONE}, NULL};
 static const Op TOKEN_LOGPROBS = {"token_logprobs", "n V", {0, "large_logits"}, shape_token_logprobs, init_xent,
@@ -1481,8 +1491,10 @@ static const TestCase CASES[] = {
     {&ATTENTION, {1, 256, 2, 1, 32}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {1, 257, 2, 1, 16}, 0, 1e-5, WHY_SUMS},
     {&ATTENTION, {3, 130, 2, 1, 32}, 0, 1e-5, WHY_SUMS},
-    {&SWIGLU, {100003}, 0, 1e-5, WHY_SUMS},
-    {&SWIGLU, {13}, 0, 1e-5, WHY_SUMS},
+    {&SWIGLU, {331, 301}, 0, 1e-5, WHY_SUMS},  // odd widths: rows start off the vector lanes
+    {&SWIGLU, {1, 13}, 0, 1e-5, WHY_SUMS},
+    {&SWIGLU, {13, 1}, 0, 1e-5, WHY_SUMS},
+    {&SWIGLU, {7, 2100}, 0, 1e-5, WHY_SUMS},  // rows wider than L1
     {&XENT, {37, 1001}, XENT_NORMAL, 1e-5, WHY_SUMS},
     {&XENT, {13, 1001}, XENT_LARGE, 1e-5, WHY_SUMS},
     {&XENT, {3, 7}, XENT_NORMAL, 1e-5, WHY_SUMS},

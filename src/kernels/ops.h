@@ -141,10 +141,11 @@ void attention_decode(OpsContext *ctx, float *y, float *scores, const float *q, 
                       const float *v_cache, int n_pos, int nh, int nkv, int hd);
 
 // ---- SwiGLU: h = silu(gate) ⊙ up --------------------------------------------
-void swiglu_forward(OpsContext *ctx, float *h, const float *gate, const float *up, size_t n);
-// dh -> dgate, dup (overwritten)
-void swiglu_backward(OpsContext *ctx, float *dgate, float *dup, const float *dh, const float *gate,
-                     const float *up, size_t n);
+// gate_up [rows, 2f] (a row's gate [f], then its up [f]: the one product of
+// [gate; up]) -> h [rows, f]
+void swiglu_forward(OpsContext *ctx, float *h, const float *gate_up, int rows, int f);
+// dh [rows, f] -> dgate_up [rows, 2f] (overwritten), laid out as gate_up
+void swiglu_backward(OpsContext *ctx, float *dgate_up, const float *dh, const float *gate_up, int rows, int f);
 
 // ---- softmax cross-entropy (and PaLM's z-loss) ----------------------------------
 // logits [n, V], targets [n] -> losses [n] (natural log), and lse [n] the

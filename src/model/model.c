@@ -41,7 +41,7 @@ static int build_table(Model *m) {
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerOffsets *o = &m->layers[l];
         const char *pre = "model.layers.%d.";
-        char fmt[96];
+        char fmt[96], name_l[96];
 #define ADD(field, init, cls, nd, a, b, suffix)                              \
         snprintf(fmt, sizeof fmt, "%s%s", pre, suffix);                     \
         if (add(t, &o->field, init, cls, nd, a, b, fmt, l)) return MHAR_ERR;
@@ -56,7 +56,13 @@ static int build_table(Model *m) {
         }
         ADD(post_norm, INIT_ONES, PARAM_NORM, 1, d, 0, "post_attention_layernorm.weight");
         ADD(w_gate, INIT_NORMAL, PARAM_MATRIX, 2, f, d, "mlp.gate_proj.weight");
-        ADD(w_up, INIT_NORMAL, PARAM_MATRIX, 2, f, d, "mlp.up_proj.weight");
+        // right after the gate's rows: [gate; up] is one [2·ffn, d] matrix, one
+        // product each way (mlp_sublayer_forward)
+        snprintf(fmt, sizeof fmt, "%smlp.up_proj.weight", pre);
+        snprintf(name_l, sizeof name_l, fmt, l);
+        int up = ptable_add_next(t, name_l, 2, (int[2]){f, d}, INIT_NORMAL, PARAM_MATRIX);
+        if (up < 0) return MHAR_ERR;
+        o->w_up = t->p[up].offset;
         ADD(w_down, INIT_NORMAL, PARAM_MATRIX, 2, d, f, "mlp.down_proj.weight");
 #undef ADD
     }
@@ -154,7 +160,7 @@ static void carve_all(Model *m, Carver *cv) {
         a->y = carve(cv, n * nh * hd);
         MlpActs *p = &m->mlp[l];
         p->xn = carve(cv, n * d); p->rstd = carve(cv, n);
-        p->gate = carve(cv, n * f); p->up = carve(cv, n * f); p->hid = carve(cv, n * f);
+        p->gate_up = carve(cv, n * 2 * f); p->hid = carve(cv, n * f);
     }
     m->final_xn = carve(cv, n * d); m->final_rstd = carve(cv, n);
     m->logits = carve(cv, n * c->vocab_size); m->losses = carve(cv, n); m->lse = carve(cv, n);
@@ -162,7 +168,7 @@ static void carve_all(Model *m, Carver *cv) {
     m->d_qraw = carve(cv, qk * n * nh * hd); m->d_kraw = carve(cv, qk * n * nkv * hd);
     m->d_q = carve(cv, n * nh * hd); m->d_k = carve(cv, n * nkv * hd); m->d_v = carve(cv, n * nkv * hd);
     m->d_y = carve(cv, n * nh * hd);
-    m->d_gate = carve(cv, n * f); m->d_up = carve(cv, n * f); m->d_hid = carve(cv, n * f);
+    m->d_gate_up = carve(cv, n * 2 * f); m->d_hid = carve(cv, n * f);
     m->att_scratch = carve(cv, attention_scratch_floats(m->ctx, m->B, m->T, nkv, hd));
     // the norms' backward: the residual-width norms, or the q norm's n·nh rows (k's are fewer)
     size_t norm_floats = rmsnorm_scratch_floats((int)n, (int)d), q_floats = rmsnorm_scratch_floats((int)(n * nh), (int)hd);
@@ -284,9 +290,11 @@ static void mlp_sublayer_forward(Model *m, int l, const float *x, float *out) {
     MlpActs *a = &m->mlp[l];
     int n = m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
     rmsnorm_forward(m->ctx, a->xn, a->rstd, x, P(m, o->post_norm), n, d, c->rms_norm_eps);
-    matmul_forward(m->ctx, a->gate, a->xn, P(m, o->w_gate), n, d, f);
-    matmul_forward(m->ctx, a->up, a->xn, P(m, o->w_up), n, d, f);
-    swiglu_forward(m->ctx, a->hid, a->gate, a->up, (size_t)n * f);
+    // gate and up in one product ([gate; up] are adjacent in the table): the
+    // input is packed once and the GEMM is twice as wide (micro, forward and
+    // both backward products: 58.8 against 61.5 ms a layer)
+    matmul_forward(m->ctx, a->gate_up, a->xn, P(m, o->w_gate), n, d, 2 * f);
+    swiglu_forward(m->ctx, a->hid, a->gate_up, n, f);
     matmul_forward(m->ctx, out, a->hid, P(m, o->w_down), n, f, d);
 }
 
@@ -296,9 +304,8 @@ static void mlp_sublayer_backward(Model *m, int l, const float *x, const float *
     MlpActs *a = &m->mlp[l];
     int n = m->B * m->T, d = c->hidden_size, f = c->intermediate_size;
     matmul_backward(m->ctx, m->d_hid, G(m, o->w_down), dout, a->hid, P(m, o->w_down), n, f, d);
-    swiglu_backward(m->ctx, m->d_gate, m->d_up, m->d_hid, a->gate, a->up, (size_t)n * f);
-    matmul_backward(m->ctx, m->d_xn, G(m, o->w_gate), m->d_gate, a->xn, P(m, o->w_gate), n, d, f);
-    matmul_backward_add(m->ctx, m->d_xn, G(m, o->w_up), m->d_up, a->xn, P(m, o->w_up), n, d, f);
+    swiglu_backward(m->ctx, m->d_gate_up, m->d_hid, a->gate_up, n, f);
+    matmul_backward(m->ctx, m->d_xn, G(m, o->w_gate), m->d_gate_up, a->xn, P(m, o->w_gate), n, d, 2 * f);
     rmsnorm_backward(m->ctx, dx, G(m, o->post_norm), m->norm_scratch, m->d_xn, x, P(m, o->post_norm), a->rstd, n,
                      d);
 }

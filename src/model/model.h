@@ -26,7 +26,7 @@ typedef struct {   // saved activations of one attention sublayer (n = B·T)
 
 typedef struct {   // saved activations of one MLP sublayer
     float *xn, *rstd;         // [n, d], [n]
-    float *gate, *up, *hid;   // [n, ffn] each; hid = silu(gate) ⊙ up
+    float *gate_up, *hid;     // [n, 2·ffn]: a row's gate, then its up; [n, ffn] hid = silu(gate) ⊙ up
 } MlpActs;
 
 typedef struct {
@@ -59,7 +59,7 @@ typedef struct {
     double z_term;
     // backward scratch, shared by all layers
     float *d_x, *d_xn, *d_qraw, *d_kraw, *d_q, *d_k, *d_v, *d_y;
-    float *d_gate, *d_up, *d_hid, *att_scratch, *norm_scratch;
+    float *d_gate_up, *d_hid, *att_scratch, *norm_scratch;  // d_gate_up [n, 2·ffn] as gate_up
     float *rope_cos, *rope_sin;  // [max_pos, hd/2]
     // Called by model_backward as each range [lo, hi) of the parameter
     // gradients becomes final, from the head down to the embedding (the

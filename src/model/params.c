@@ -55,7 +55,8 @@ static int grow(ParamTable *t) {
     return MHAR_OK;
 }
 
-int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int init, ParamClass cls) {
+static int add_aligned(ParamTable *t, const char *name, int ndim, const int *shape, int init, ParamClass cls,
+                       size_t align) {
     size_t numel = 0;
     if (!name) return mhar_fail("parameter table: NULL tensor name");
     if (name_ok(name) || shape_numel(name, ndim, shape, &numel)) return MHAR_ERR;
@@ -66,7 +67,7 @@ int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int 
     // A duplicate would silently alias two parameters in every checkpoint.
     if (ptable_find(t, name) >= 0)
         return mhar_fail("parameter table: tensor '%s' added twice", name);
-    size_t offset = (t->total + PTABLE_ALIGN - 1) / PTABLE_ALIGN * PTABLE_ALIGN;
+    size_t offset = (t->total + align - 1) / align * align;
     if (numel > PTABLE_MAX_FLOATS - offset)
         return mhar_fail("parameter table: tensor '%s' brings the total past 2^36 floats", name);
     if (grow(t)) return MHAR_ERR;
@@ -81,6 +82,14 @@ int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int 
     pi->cls = cls;
     t->total = offset + numel;
     return t->n++;
+}
+
+int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int init, ParamClass cls) {
+    return add_aligned(t, name, ndim, shape, init, cls, PTABLE_ALIGN);
+}
+
+int ptable_add_next(ParamTable *t, const char *name, int ndim, const int *shape, int init, ParamClass cls) {
+    return add_aligned(t, name, ndim, shape, init, cls, 1);
 }
 
 int ptable_find(const ParamTable *t, const char *name) {

@@ -32,8 +32,12 @@ typedef struct {
     size_t total;   // floats
 } ParamTable;
 
-// Append a tensor; returns its index or MHAR_ERR. Offsets are 16-float aligned.
+// Append a tensor; returns its index or MHAR_ERR. Offsets are 16-float aligned
+// (but ptable_add_next's).
 int ptable_add(ParamTable *t, const char *name, int ndim, const int *shape, int init, ParamClass cls);
+// The same, placed right after the last tensor (no padding), so that the two
+// are one matrix to a product that reads both (the MLP's gate and up).
+int ptable_add_next(ParamTable *t, const char *name, int ndim, const int *shape, int init, ParamClass cls);
 int ptable_find(const ParamTable *t, const char *name); // index or -1
 void ptable_free(ParamTable *t);
 

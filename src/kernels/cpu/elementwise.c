@@ -46,29 +46,39 @@ void embedding_backward(OpsContext *ctx, float *restrict demb, const float *rest
 
 // ---- SwiGLU: h = silu(gate) ⊙ up, silu(x) = x·sigmoid(x) ----------------------
 
-// gate, up [n] -> h [n]
-void swiglu_forward(OpsContext *ctx, float *restrict h, const float *restrict gate, const float *restrict up,
-                    size_t n) {
+// gate_up [rows, 2f] -> h [rows, f]
+void swiglu_forward(OpsContext *ctx, float *restrict h, const float *restrict gate_up, int rows, int f) {
     OPS_TIMED(ctx);
     (void)ctx;
-#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
-        h[i] = g * s * up[i];
+#pragma omp parallel for schedule(static) if ((size_t)rows * f >= PAR_MIN)
+    for (int r = 0; r < rows; r++) {
+        const float *restrict gate = gate_up + (size_t)r * 2 * f, *restrict up = gate + f;
+        float *restrict hr = h + (size_t)r * f;
+#pragma omp simd
+        for (int i = 0; i < f; i++) {
+            float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
+            hr[i] = g * s * up[i];
+        }
     }
 }
 
-// dh, gate, up [n] -> dgate, dup [n] (overwritten).
+// dh [rows, f], gate_up [rows, 2f] -> dgate_up [rows, 2f] (overwritten).
 // silu'(g) = s·(1 + g·(1 − s)) with s = sigmoid(g).
-void swiglu_backward(OpsContext *ctx, float *restrict dgate, float *restrict dup, const float *restrict dh,
-                     const float *restrict gate, const float *restrict up, size_t n) {
+void swiglu_backward(OpsContext *ctx, float *restrict dgate_up, const float *restrict dh,
+                     const float *restrict gate_up, int rows, int f) {
     OPS_TIMED(ctx);
     (void)ctx;
-#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
-        dgate[i] = dh[i] * up[i] * s * (1.0f + g * (1.0f - s));
-        dup[i] = dh[i] * g * s;
+#pragma omp parallel for schedule(static) if ((size_t)rows * f >= PAR_MIN)
+    for (int r = 0; r < rows; r++) {
+        const float *restrict gate = gate_up + (size_t)r * 2 * f, *restrict up = gate + f;
+        const float *restrict dhr = dh + (size_t)r * f;
+        float *restrict dgate = dgate_up + (size_t)r * 2 * f, *restrict dup = dgate + f;
+#pragma omp simd
+        for (int i = 0; i < f; i++) {
+            float g = gate[i], s = 1.0f / (1.0f + vexp(-g));
+            dgate[i] = dhr[i] * up[i] * s * (1.0f + g * (1.0f - s));
+            dup[i] = dhr[i] * g * s;
+        }
     }
 }
 
