@@ -340,26 +340,30 @@ static void route_bwd_either(Backend *be, Case *c, int set, int tail) {
 }
 // Full routing source by source (route_keys, route_mix, route_dx_keep,
 // route_gather) as one read: the same op as route_forward/backward. The
-// keys go to two readers (the read uses the first; the second's must be the
-// same logits), and the gradient is gathered from three readers that split
+// keys go to three readers (the read uses the first; the others' must be the
+// same logits: route_keys takes readers in pairs, the third alone), and the gradient is gathered from three readers that split
 // dx as 1/4 + 1/4 + 1/2: it is linear in dx, so they sum to the one read's;
 // the gather's first-reader write and later-reader adds run, its readers in
 // a pair and one left over (gather_tile_pairs at widths 8 and 16), and
 // route_dx_keep's copy (readers 0 and 2) and its in-place form (reader 1).
 static void route_src_keys(Backend *be, Case *c, float *lg, float *lg2, float *rho, float *scratch) {
     int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
+    float *lg3 = scratch_nan((size_t)N * T * H);
     for (int n = 0; n < N; n++) {
         const size_t slot = (size_t)n * T * H;
-        const RouteReader rd[2] = {{.q = c->in[1], .g = c->in[2], .lg = lg + slot},
-                                   {.q = c->in[1], .g = c->in[2], .lg = lg2 + slot}};
-        route_keys(be->ctx, rho + (size_t)n * T, rd, 2, scratch, c->in[0] + (size_t)n * T * d, T, d, H,
+        const RouteReader rd[3] = {{.q = c->in[1], .g = c->in[2], .lg = lg + slot},
+                                   {.q = c->in[1], .g = c->in[2], .lg = lg2 + slot},
+                                   {.q = c->in[1], .g = c->in[2], .lg = lg3 + slot}};
+        route_keys(be->ctx, rho + (size_t)n * T, rd, 3, scratch, c->in[0] + (size_t)n * T * d, T, d, H,
                    NORM_EPS);
     }
+    if (memcmp(lg, lg3, sizeof(float) * N * T * H)) lg[0] = NAN; // the pair's and the lone reader's differ
+    free(lg3);
 }
 static void route_src_fwd(Backend *be, Case *c) {
     int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
     float *lg = scratch_nan((size_t)N * T * H), *lg2 = scratch_nan((size_t)N * T * H);
-    float *rho = scratch_nan((size_t)N * T), *scratch = scratch_nan(route_scratch_floats(be->ctx, N, d, H));
+    float *rho = scratch_nan((size_t)N * T), *scratch = scratch_nan(route_scratch_floats(be->ctx, N > 3 ? N : 3, d, H));
     route_src_keys(be, c, lg, lg2, rho, scratch);
     if (memcmp(lg, lg2, sizeof(float) * N * T * H)) lg[0] = NAN; // readers with one query disagree
     route_mix(be->ctx, c->out[0], c->out[1], lg, (RouteSources){c->in[0], (size_t)T * d, N, NULL}, T, d, H);

@@ -49,20 +49,42 @@ static int gather_tile_tokens(int d) {
 
 // ---- forward: the logits of one source at every reader ------------------------------
 
-// Tokens [t0, t1): their ρ, then reader by reader the logits of all of
-// them, so that each reader's logits are written as one run and its qg row
-// stays in L1, where token by token every token wrote n_rd rows apart
-// (micro's 17 sources: 0.92x the time at H 8, 0.80x at H 1, the same at H
-// 16; the same bits).
+// Tokens [t0, t1): their ρ, then in runs of KEYS_RUN_BYTES of source rows,
+// readers two at a time, the logits of the run's tokens: each reader's
+// logits are written as one run and the source rows stay in L1 (the
+// gather's 32 KiB tile does not, beside the readers' qg rows), each source
+// chunk loaded once for both readers: the final read's keys (`bench
+// --kernel route`, from memory, medians of 6 alternated rounds against one
+// reader at a time over the 32 KiB tile) 0.76 -> 0.51 ms at micro H 1,
+// 1.40 -> 1.22 at 100m H 1, 1.07-1.56 -> 0.72-0.86 at micro H 16, the same
+// at H 4 and 8; in the step attnres's route_keys 8.2-9.7 -> 5.6-6.1 ms.
+// Token by token every token wrote n_rd rows apart (0.92x the time at H 8,
+// 0.80x at H 1 against that; the same bits).
+enum { KEYS_RUN_BYTES = 8 << 10 };
+
 INLINE void keys_tile(float *rho, const RouteReader *rd, int n_rd, const float *qg, const float *S, int t0,
                       int t1, int d, int H, int hw, float eps) {
     for (int t = t0; t < t1; t++) rho[t] = rms_inv(row_sumsq(S + (size_t)t * d, d), d, eps);
-    for (int j = 0; j < n_rd; j++)
-        for (int t = t0; t < t1; t++) {
-            float *lg = rd[j].lg + (size_t)t * H;
-            head_dots(lg, S + (size_t)t * d, qg + (size_t)j * qg_floats(d), H, hw);
-            for (int h = 0; h < H; h++) lg[h] *= rho[t];
+    const size_t fit = KEYS_RUN_BYTES / ((size_t)d * sizeof(float));
+    const int run = fit < 1 ? 1 : (int)fit;
+    for (int r0 = t0; r0 < t1; r0 += run) {
+        const int r1 = r0 + run < t1 ? r0 + run : t1;
+        int j = 0;
+        for (; j + 2 <= n_rd; j += 2) {
+            const float *qa = qg + (size_t)j * qg_floats(d), *qb = qa + qg_floats(d);
+            for (int t = r0; t < r1; t++) {
+                float *la = rd[j].lg + (size_t)t * H, *lb = rd[j + 1].lg + (size_t)t * H;
+                head_dots_pair(la, lb, S + (size_t)t * d, qa, qb, H, hw);
+                for (int h = 0; h < H; h++) la[h] *= rho[t], lb[h] *= rho[t];
+            }
         }
+        for (; j < n_rd; j++)
+            for (int t = r0; t < r1; t++) {
+                float *lg = rd[j].lg + (size_t)t * H;
+                head_dots(lg, S + (size_t)t * d, qg + (size_t)j * qg_floats(d), H, hw);
+                for (int h = 0; h < H; h++) lg[h] *= rho[t];
+            }
+    }
 }
 
 void route_keys(OpsContext *ctx, float *rho, const RouteReader *rd, int n_rd, float *scratch,
