@@ -133,9 +133,12 @@ INLINE void mix_tile(float *restrict x, float *restrict w, const float *restrict
     const size_t ws = (size_t)A->n_tok * H, off = (size_t)t0 * H;
     for (int n = 0; n < A->n_src; n++)
         memcpy(w + n * ws + off, lg + n * ws + off, (size_t)nt * H * sizeof(float));
-    for (int t = t0; t < t1; t++)
-        for (int h0 = 0; h0 < H; h0 += HEAD_CHUNK)
-            softmax_slots(w + (size_t)t * H + h0, ws, A->n_src, H - h0 < HEAD_CHUNK ? H - h0 : HEAD_CHUNK);
+    // The tile's (token, head) slots are contiguous in each source's block:
+    // their softmaxes run HEAD_CHUNK at a time across tokens, not one token's
+    // H at a time (H 1: one lane).
+    const int nslot = nt * H;
+    for (int i0 = 0; i0 < nslot; i0 += HEAD_CHUNK)
+        softmax_slots(w + off + i0, ws, A->n_src, nslot - i0 < HEAD_CHUNK ? nslot - i0 : HEAD_CHUNK);
     memset(x + (size_t)t0 * d, 0, (size_t)nt * d * sizeof(float));
     int n = 0;
     for (; n + 4 <= A->n_src; n += 4)
