@@ -341,8 +341,9 @@ static void route_bwd_either(Backend *be, Case *c, int set, int tail) {
 // Full routing source by source (route_keys, route_mix, route_dx_keep,
 // route_gather) as one read: the same op as route_forward/backward. The
 // keys go to three readers (the read uses the first; the others' must be the
-// same logits: route_keys takes readers in pairs, the third alone), and the gradient is gathered from three readers that split
-// dx as 1/4 + 1/4 + 1/2: it is linear in dx, so they sum to the one read's;
+// same logits: route_keys takes readers in pairs, the third alone), and the
+// gradient is gathered from three readers that split dx as 1/4 + 1/4 + 1/2:
+// it is linear in dx, so they sum to the one read's;
 // the gather's first-reader write and later-reader adds run, its readers in
 // a pair and one left over (gather_tile_pairs at widths 8 and 16), and
 // route_dx_keep's copy (readers 0 and 2) and its in-place form (reader 1).

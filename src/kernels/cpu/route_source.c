@@ -57,7 +57,8 @@ static int gather_tile_tokens(int d) {
 // --kernel route`, from memory, medians of 6 alternated rounds against one
 // reader at a time over the 32 KiB tile) 0.76 -> 0.51 ms at micro H 1,
 // 1.40 -> 1.22 at 100m H 1, 1.07-1.56 -> 0.72-0.86 at micro H 16, the same
-// at H 4 and 8; in the step attnres's route_keys 8.2-9.7 -> 5.6-6.1 ms.
+// at H 4 and 8; in the step attnres's route_keys 8.2-9.7 -> 5.5-7.6 ms
+// (micro, eight bench runs).
 // Token by token every token wrote n_rd rows apart (0.92x the time at H 8,
 // 0.80x at H 1 against that; the same bits).
 enum { KEYS_RUN_BYTES = 8 << 10 };
