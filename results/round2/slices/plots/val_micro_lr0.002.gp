@@ -7,6 +7,7 @@ set ylabel "validation loss (nats/token)"
 set grid
 set key outside right top
 plot "val_micro_lr0.002.dat" index 0 using 1:2 with lines lw 2 title "baseline", \
-     "val_micro_lr0.002.dat" index 1 using 1:2 with lines lw 2 title "mhar-h4", \
-     "val_micro_lr0.002.dat" index 2 using 1:2 with lines lw 2 title "mhar-h8", \
-     "val_micro_lr0.002.dat" index 3 using 1:2 with lines lw 2 title "mhar-h16"
+     "val_micro_lr0.002.dat" index 1 using 1:2 with lines lw 2 title "mhar-h2", \
+     "val_micro_lr0.002.dat" index 2 using 1:2 with lines lw 2 title "mhar-h4", \
+     "val_micro_lr0.002.dat" index 3 using 1:2 with lines lw 2 title "mhar-h8", \
+     "val_micro_lr0.002.dat" index 4 using 1:2 with lines lw 2 title "mhar-h16"

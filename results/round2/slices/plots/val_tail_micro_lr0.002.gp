@@ -8,6 +8,7 @@ set grid
 set key outside right top
 set xrange [4800:*]
 plot "val_tail_micro_lr0.002.dat" index 0 using 1:2 with lines lw 2 title "baseline", \
-     "val_tail_micro_lr0.002.dat" index 1 using 1:2 with lines lw 2 title "mhar-h4", \
-     "val_tail_micro_lr0.002.dat" index 2 using 1:2 with lines lw 2 title "mhar-h8", \
-     "val_tail_micro_lr0.002.dat" index 3 using 1:2 with lines lw 2 title "mhar-h16"
+     "val_tail_micro_lr0.002.dat" index 1 using 1:2 with lines lw 2 title "mhar-h2", \
+     "val_tail_micro_lr0.002.dat" index 2 using 1:2 with lines lw 2 title "mhar-h4", \
+     "val_tail_micro_lr0.002.dat" index 3 using 1:2 with lines lw 2 title "mhar-h8", \
+     "val_tail_micro_lr0.002.dat" index 4 using 1:2 with lines lw 2 title "mhar-h16"
