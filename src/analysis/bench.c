@@ -79,28 +79,55 @@ int bench_parse_schemes(const char *spec, const char *preset, int vocab, int hea
     return MHAR_OK;
 }
 
-// The machine's sgemm rate through the model's own matmul op: median of 5
-// square 2048³ products (GFLOP/s).
+// The sgemm probe: square 2048³ products through the model's own matmul op,
+// in a context of its own (so that a scheme's op profile does not count it).
+typedef struct { OpsContext *ctx; float *a, *b, *c; } SgemmProbe;
+enum { PROBE_N = 2048 };
+
+static void probe_close(SgemmProbe *p) {
+    if (p->ctx) { ops_free(p->ctx, p->a); ops_free(p->ctx, p->b); ops_free(p->ctx, p->c); ops_close(p->ctx); }
+    memset(p, 0, sizeof *p);
+}
+
+static int probe_open(SgemmProbe *p) {
+    const size_t n = (size_t)PROBE_N * PROBE_N;
+    memset(p, 0, sizeof *p);
+    if (!(p->ctx = ops_open())) return MHAR_ERR;
+    p->a = ops_alloc(p->ctx, sizeof(float) * n), p->b = ops_alloc(p->ctx, sizeof(float) * n);
+    p->c = ops_alloc(p->ctx, sizeof(float) * n);
+    if (!p->a || !p->b || !p->c) { probe_close(p); return MHAR_ERR; }
+    for (size_t i = 0; i < n; i++) p->a[i] = (float)(i % 7) * 0.1f, p->b[i] = (float)(i % 5) * 0.1f, p->c[i] = 0;
+    return MHAR_OK;
+}
+
+// One product's rate, GFLOP/s.
+static double probe_gflops(SgemmProbe *p) {
+    double t0 = now_seconds();
+    matmul_forward(p->ctx, p->c, p->a, p->b, PROBE_N, PROBE_N, PROBE_N);
+    ops_sync(p->ctx);
+    return 2.0 * PROBE_N * PROBE_N * PROBE_N / (now_seconds() - t0) / 1e9;
+}
+
+// The machine's sgemm rate: median of 5 products after a warm-up (GFLOP/s).
 double bench_sgemm_gflops(void) {
-    const int n = 2048;
-    OpsContext *ctx = ops_open();
-    if (!ctx) return 0;
-    float *a = ops_alloc(ctx, sizeof(float) * n * n), *b = ops_alloc(ctx, sizeof(float) * n * n);
-    float *c = ops_alloc(ctx, sizeof(float) * n * n);
-    double t[5] = {0};
-    if (a && b && c) {
-        for (size_t i = 0; i < (size_t)n * n; i++) { a[i] = (float)(i % 7) * 0.1f; b[i] = (float)(i % 5) * 0.1f; }
-        matmul_forward(ctx, c, a, b, n, n, n);  // warm-up
-        for (int r = 0; r < 5; r++) {
-            double t0 = now_seconds();
-            matmul_forward(ctx, c, a, b, n, n, n);
-            ops_sync(ctx);
-            t[r] = now_seconds() - t0;
-        }
-    }
-    ops_free(ctx, a); ops_free(ctx, b); ops_free(ctx, c);
-    ops_close(ctx);
-    return t[0] > 0 ? 2.0 * n * n * n / median(t, 5) / 1e9 : 0;
+    SgemmProbe p;
+    if (probe_open(&p)) return 0;
+    double g[5];
+    probe_gflops(&p);  // warm-up
+    for (int r = 0; r < 5; r++) g[r] = probe_gflops(&p);
+    probe_close(&p);
+    return median(g, 5);
+}
+
+// Resident memory of this process, MiB (statm), for the probe's share of a
+// child's peak; 0 if unknown.
+static double resident_mib(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    int got = fscanf(f, "%ld %ld", &pages, &resident);
+    fclose(f);
+    return got == 2 ? (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0 : 0;
 }
 
 int bench_bandwidth(BenchBandwidth *out) {
@@ -160,28 +187,44 @@ static int build(Model *m, AdamW *opt, const char *preset, const BenchScheme *s,
     return adamw_init(opt, m->ctx, m->table.total);
 }
 
-// In the child: the timed steps into *out (tok_s < 0 on failure).
+// In the child: the timed steps into *out (tok_s < 0 on failure). The sgemm
+// probe runs one product before the first timed step and one after each,
+// so the rate an mfu is taken against is the machine's during these very
+// steps: on a shared host the rate drifts by a quarter within seconds, and
+// a probe run a round earlier pairs a fast spell with a slow one. Its
+// matrices (48 MiB) are left out of the peak memory reported.
 static void time_steps(const char *preset, const BenchScheme *s, int vocab, int B, int T, int steps,
                        double budget_s, BenchSample *out) {
     Model m;
     AdamW opt = {0};
+    SgemmProbe probe;
     memset(&m, 0, sizeof m);
     out->tok_s = -1;
-    if (build(&m, &opt, preset, s, vocab, B, T)) return;
+    const double rss0 = resident_mib();
+    if (probe_open(&probe)) { mhar_fail("sgemm probe: no memory for its 2048² matrices"); return; }
+    out->probe_mib = resident_mib() - rss0;
+    if (build(&m, &opt, preset, s, vocab, B, T)) { probe_close(&probe); return; }
     size_t n = (size_t)B * T + 1;
     int *tok = mhar_alloc(sizeof(int) * n);
-    double *t = mhar_alloc(sizeof(double) * steps);
-    if (!tok || !t) return;
+    double *t = mhar_alloc(sizeof(double) * steps), *g = mhar_alloc(sizeof(double) * (steps + 1));
+    if (!tok || !t || !g) {
+        mhar_free(tok); mhar_free(t); mhar_free(g);
+        probe_close(&probe); adamw_free(&opt); model_free(&m);
+        return;
+    }
     synth_tokens(tok, n, vocab, "random", 7);
     for (int i = -1; i < steps; i++) {  // one untimed warm-up step
-        if (i == 0) ops_profile(m.ctx, 1);
+        if (i == 0) {
+            g[0] = probe_gflops(&probe);
+            ops_profile(m.ctx, 1);
+        }
         double t0 = now_seconds();
         model_zero_grad(&m);
         model_forward(&m, tok, tok + 1);
         model_backward(&m, 1.0f);
         adamw_step(&opt, m.params, m.grads, grad_global_norm(m.ctx, m.grads, m.table.total), 1e-4f);
         double dt = now_seconds() - t0;
-        if (i >= 0) t[i] = dt;
+        if (i >= 0) t[i] = dt, g[i + 1] = probe_gflops(&probe);
         else if (budget_s > 0 && budget_s / dt < steps) steps = budget_s / dt < 1 ? 1 : (int)(budget_s / dt);
     }
     out->flops = model_train_flops_per_token(&m, T);
@@ -193,7 +236,9 @@ static void time_steps(const char *preset, const BenchScheme *s, int vocab, int 
     for (int k = 0; k < steps; k++) out->step_mean_s += t[k] / steps;
     out->steps = steps;
     out->tok_s = B * T / median(t, steps);
-    mhar_free(tok); mhar_free(t);
+    out->sgemm_gflops = median(g, steps + 1);
+    mhar_free(tok); mhar_free(t); mhar_free(g);
+    probe_close(&probe);
     adamw_free(&opt);
     model_free(&m);
 }
@@ -241,7 +286,7 @@ int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int
     struct rusage ru;
     if (in_child(scheme_child, &job, &res, sizeof res, &ru)) return mhar_fail("scheme %s failed", s->name);
     *out = res;
-    out->peak_mb = ru.ru_maxrss / 1024.0;
+    out->peak_mb = ru.ru_maxrss / 1024.0 - res.probe_mib;
     return MHAR_OK;
 }
 
@@ -257,6 +302,17 @@ static int limits_child(const void *arg, void *res) {
 int bench_limits(BenchLimits *out) {
     struct rusage ru;
     return in_child(limits_child, NULL, out, sizeof *out, &ru) ? mhar_fail("the machine's probes failed") : MHAR_OK;
+}
+
+static int memory_child(const void *arg, void *res) {
+    (void)arg;
+    return bench_bandwidth(res);
+}
+
+int bench_memory(BenchBandwidth *out) {
+    struct rusage ru;
+    return in_child(memory_child, NULL, out, sizeof *out, &ru) ? mhar_fail("the machine's memory probe failed")
+                                                               : MHAR_OK;
 }
 
 // A scheme's op profile over its K rounds: that of the round whose mean
@@ -280,34 +336,36 @@ static void profile_medians(BenchResult *r, const BenchSample *s, int K, double 
     r->residual_ms = median(v, K);
 }
 
-// Rounds of every scheme, each round led by the machine's probes (so the
-// limits drift with the machine as the schemes do), then the medians.
+// Rounds of every scheme, each round led by the memory probe (so the
+// bandwidths drift with the machine as the schemes do), each scheme's mfu
+// against the sgemm probe between its own steps; then the medians.
 static int run_rounds(const BenchPlan *p, BenchRun *out) {
     const int n = p->n, K = p->repeat;
     double *tok = mhar_alloc(sizeof(double) * n * K), *mem = mhar_alloc(sizeof(double) * n * K);
-    double *sg = mhar_alloc(sizeof(double) * K * 3), *rd = sg + K, *rmw = sg + 2 * K;
+    double *sg = mhar_alloc(sizeof(double) * n * K), *rd = mhar_alloc(sizeof(double) * K * 2), *rmw = rd + K;
     BenchSample *samples = mhar_alloc(sizeof *samples * n * K);
-    int rc = tok && mem && sg && samples ? MHAR_OK : MHAR_ERR;
+    int rc = tok && mem && sg && rd && samples ? MHAR_OK : MHAR_ERR;
     for (int k = 0; k < K && !rc; k++) {
-        BenchLimits lim;
-        if ((rc = bench_limits(&lim))) break;
-        sg[k] = out->round_sgemm[k] = lim.sgemm_gflops, rd[k] = lim.bw.read_gbs, rmw[k] = lim.bw.rmw_gbs;
-        out->bw.array_mib = lim.bw.array_mib, out->bw.llc_mb = lim.bw.llc_mb;
-        fprintf(stderr, "  round %d  machine: sgemm %.1f GFLOP/s, read %.1f GB/s, read-modify-write %.1f GB/s\n",
-                k + 1, sg[k], rd[k], rmw[k]);
+        BenchBandwidth bw;
+        if ((rc = bench_memory(&bw))) break;
+        rd[k] = bw.read_gbs, rmw[k] = bw.rmw_gbs;
+        out->bw.array_mib = bw.array_mib, out->bw.llc_mb = bw.llc_mb;
+        fprintf(stderr, "  round %d  machine: read %.1f GB/s, read-modify-write %.1f GB/s\n", k + 1, rd[k], rmw[k]);
         for (int i = 0; i < n && !rc; i++) {
             BenchSample s = {0};
             rc = bench_scheme(p->preset, &p->scheme[i], p->vocab, p->batch, p->seq, p->steps, 0, &s);
             if (rc) break;
             tok[i * K + k] = s.tok_s;
             mem[i * K + k] = s.peak_mb;
+            sg[i * K + k] = out->r[i].round_sgemm[k] = s.sgemm_gflops;
             samples[i * K + k] = s;
             out->r[i].flops = s.flops;
-            fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB\n", k + 1, p->scheme[i].name, s.tok_s, s.peak_mb);
+            fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB  (sgemm %.1f GFLOP/s between its steps)\n", k + 1,
+                    p->scheme[i].name, s.tok_s, s.peak_mb, s.sgemm_gflops);
         }
     }
     if (!rc) {
-        const Spread s = spread(sg, K);
+        const Spread s = spread(sg, (size_t)n * K);
         out->rounds = K;
         out->sgemm_gflops = s.median, out->sgemm_min = s.min, out->sgemm_max = s.max;
         out->bw.read_gbs = median(rd, K);
@@ -323,7 +381,7 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         for (int k = 0; k < K; k++) v[k] = t[k] / t_ref[k];
         const Spread ratio = spread(v, K);
         r->tok_ratio = ratio.median, r->ratio_min = ratio.min, r->ratio_max = ratio.max;
-        for (int k = 0; k < K; k++) v[k] = r->flops * t[k] / 1e9 / sg[k];
+        for (int k = 0; k < K; k++) v[k] = r->flops * t[k] / 1e9 / r->round_sgemm[k];
         const Spread mfu = spread(v, K);
         r->mfu = mfu.median, r->mfu_min = mfu.min, r->mfu_max = mfu.max;
         for (int k = 0; k < K; k++) v[k] = 1e3 * p->batch * p->seq * (1 / t[k] - 1 / t_ref[k]);
@@ -333,7 +391,7 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         r->step_ms = 1e3 * p->batch * p->seq / r->tok_s;
         profile_medians(r, samples + i * K, K, v);
     }
-    mhar_free(tok); mhar_free(mem); mhar_free(sg); mhar_free(v); mhar_free(samples);
+    mhar_free(tok); mhar_free(mem); mhar_free(sg); mhar_free(rd); mhar_free(v); mhar_free(samples);
     return rc;
 }
 

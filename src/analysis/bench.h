@@ -18,6 +18,8 @@ typedef struct {
     double params;             // parameters of the model
     int steps;                 // timed steps it ran
     double step_mean_s;        // mean seconds of its timed steps
+    double sgemm_gflops;       // the sgemm probe between its timed steps (median of steps + 1 products)
+    double probe_mib;          // the probe's resident memory, left out of peak_mb
     // the op profile of the timed steps (ops.h), seconds per step
     OpsProfileEntry prof[OPS_PROFILE_MAX];
     int n_prof;
@@ -53,6 +55,8 @@ int bench_bandwidth(BenchBandwidth *out);
 // that the caller can go on forking: fork-safe where the two are not.
 typedef struct { double sgemm_gflops; BenchBandwidth bw; } BenchLimits;
 int bench_limits(BenchLimits *out);
+// bench_bandwidth alone, in a forked child.
+int bench_memory(BenchBandwidth *out);
 
 // The traffic of scheme s per training step of n_tok tokens on `preset`
 // (residual_route_bytes): 1, or 0 when the scheme does not model it.
@@ -111,10 +115,11 @@ typedef struct {
     // within each round and then the median (and range) over the rounds: a
     // machine whose speed drifts moves both sides of a pair together.
     double tok_ratio, ratio_min, ratio_max;
-    // Model FLOP/s over the sgemm rate probed in the same round, median (and
-    // range) over the rounds: the probe and the steps drift together on a
-    // shared machine, and two separate medians would not pair them.
+    // Model FLOP/s over the sgemm rate probed between the same steps, median
+    // (and range) over the rounds: the probe and the steps drift together
+    // on a shared machine, and two separate medians would not pair them.
     double mfu, mfu_min, mfu_max;
+    double round_sgemm[BENCH_MAX_ROUNDS];  // each round's sgemm probe between its timed steps
     double flops;              // model FLOPs per token
     double step_ms;            // B·T / tok_s
     int modelled;              // bytes below are known
@@ -136,10 +141,10 @@ typedef struct {
 } BenchResult;
 
 typedef struct {
-    // The machine's limits, each round's probes (bench_limits, run before
-    // the round's schemes) and their medians over the rounds.
+    // The machine's limits: the sgemm probes between the schemes' steps
+    // (median and range over every scheme and round), the memory probes run
+    // before each round (medians over the rounds).
     double sgemm_gflops, sgemm_min, sgemm_max;
-    double round_sgemm[BENCH_MAX_ROUNDS];
     BenchBandwidth bw;
     int rounds;
     double sources_mb;         // full routing's source buffer at this shape ((2L+1)·B·T·d floats)

@@ -33,16 +33,18 @@ static void jstr(Json *j, const char *s) {
 static void print_table(const BenchPlan *p, const BenchRun *b) {
     const double base_mem = b->r[b->base >= 0 ? b->base : 0].peak_mb;
     printf("blas: %s\n", ops_library_name());
-    printf("machine: sgemm %.1f GFLOP/s (2048³; median of %d rounds, range %.1f-%.1f); memory read %.1f GB/s, "
-           "read-modify-write %.1f GB/s (%.0f MiB arrays; median of %d rounds)\n", b->sgemm_gflops, b->rounds,
-           b->sgemm_min, b->sgemm_max, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib, b->rounds);
+    printf("machine: sgemm %.1f GFLOP/s (2048³ between the timed steps; median of %d schemes x %d rounds, range "
+           "%.1f-%.1f); memory read %.1f GB/s, read-modify-write %.1f GB/s (%.0f MiB arrays; median of %d rounds)\n",
+           b->sgemm_gflops, p->n, b->rounds, b->sgemm_min, b->sgemm_max, b->bw.read_gbs, b->bw.rmw_gbs,
+           b->bw.array_mib, b->rounds);
     const char *ref = b->base >= 0 ? "base" : "first";
     char tok_h[16], mem_h[16], range_h[24];
     snprintf(tok_h, sizeof tok_h, "tok/%s", ref);
     snprintf(mem_h, sizeof mem_h, "mem/%s", ref);
     snprintf(range_h, sizeof range_h, "rounds' tok/%s", ref);
     if (b->rounds > 1)
-        printf("mfu: each round's model FLOP/s over that round's sgemm rate, median of the rounds (range at the right)\n");
+        printf("mfu: each round's model FLOP/s over the sgemm rate between its steps, median of the rounds (range at the "
+               "right)\n");
     printf("%-12s %10s %12s %8s %9s %9s %9s", "scheme", "tok/s", "model GF/s", "mfu", "peak MB", tok_h, mem_h);
     if (b->rounds > 1) printf("  %-16s  %s", range_h, "rounds' mfu");
     printf("\n");
@@ -184,6 +186,8 @@ static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
              r->tok_ratio, r->ratio_min, r->ratio_max, r->peak_mb / base->peak_mb);
     jput(j, ", \"round_tok_per_s\": [");
     for (int k = 0; k < b->rounds; k++) jput(j, "%s%.1f", k ? ", " : "", r->round_tok_s[k]);
+    jput(j, "], \"round_sgemm_gflops\": [");
+    for (int k = 0; k < b->rounds; k++) jput(j, "%s%.2f", k ? ", " : "", r->round_sgemm[k]);
     jput(j, "]");
     if (r->modelled) jput(j, ", \"route_read_bytes\": %.0f, \"route_write_bytes\": %.0f", r->bytes.read, r->bytes.write);
     if (!isnan(r->floor_ms))
@@ -216,9 +220,6 @@ static void print_json(const BenchPlan *p, const BenchRun *b) {
              "\"sources_mb\": %.2f, \"probe_rounds\": %d, \"sgemm_gflops_min\": %.2f, \"sgemm_gflops_max\": %.2f, ",
          p->preset, p->batch, p->seq, p->vocab, b->sgemm_gflops, b->bw.read_gbs, b->bw.rmw_gbs, b->bw.array_mib,
          b->bw.llc_mb, b->sources_mb, b->rounds, b->sgemm_min, b->sgemm_max);
-    jput(&j, "\"round_sgemm_gflops\": [");
-    for (int k = 0; k < b->rounds; k++) jput(&j, "%s%.2f", k ? ", " : "", b->round_sgemm[k]);
-    jput(&j, "], ");
     if (p->n == 1) {
         jput(&j, "\"residual\": \"%s\", ", p->scheme[0].name);
         scheme_json(&j, p, b, 0);

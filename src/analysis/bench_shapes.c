@@ -34,8 +34,7 @@ typedef struct {
     double est_gb;               // model_train_bytes of the larger scheme
     ShapeState state;
     char why[200];               // skipped or failed: the reason
-    BenchSample s[2];            // baseline, mhar
-    double sgemm;                // GFLOP/s, probed just before the shape's runs
+    BenchSample s[2];            // baseline, mhar (each with the sgemm rate probed between its steps)
 } Shape;
 
 static double ram_bytes(void) {
@@ -84,15 +83,10 @@ static void check_memory(Shape *sh, const BenchScheme *sc, int vocab, double cap
     }
 }
 
-// The shape's runs, led by the sgemm probe their mfu is measured against
-// (a neighbour may come and go during a grid of many minutes).
+// The shape's runs, each with the sgemm probe between its steps that its
+// mfu is measured against (a neighbour may come and go during a grid of
+// many minutes).
 static void run_shape(const BenchShapesPlan *p, Shape *sh, const BenchScheme *sc) {
-    BenchLimits lim;
-    if (sh->state == SHAPE_RUN && bench_limits(&lim)) {
-        sh->state = SHAPE_FAILED;
-        snprintf(sh->why, sizeof sh->why, "%s", mhar_error());
-    }
-    sh->sgemm = sh->state == SHAPE_RUN ? lim.sgemm_gflops : NAN;
     for (int k = 0; k < 2 && sh->state == SHAPE_RUN; k++) {
         if (bench_scheme(sh->preset, &sc[k], p->vocab, sh->B, sh->T, p->steps, BUDGET_S, &sh->s[k])) {
             sh->state = SHAPE_FAILED;
@@ -106,14 +100,14 @@ static void run_shape(const BenchShapesPlan *p, Shape *sh, const BenchScheme *sc
 
 // ---- output ---------------------------------------------------------------------
 
-static double mfu(const BenchSample *s, double sgemm) { return s->flops * s->tok_s / 1e9 / sgemm; }
+static double mfu(const BenchSample *s) { return s->flops * s->tok_s / 1e9 / s->sgemm_gflops; }
 
 // The sgemm probes of the shapes that ran (all NAN if none).
 static Spread sgemm_spread(const Shape *sh, int n) {
-    double v[MAX_SHAPES];
+    double v[2 * MAX_SHAPES];
     int m = 0;
     for (int i = 0; i < n; i++)
-        if (sh[i].state == SHAPE_RUN) v[m++] = sh[i].sgemm;
+        if (sh[i].state == SHAPE_RUN) v[m++] = sh[i].s[0].sgemm_gflops, v[m++] = sh[i].s[1].sgemm_gflops;
     return spread(v, m);
 }
 
@@ -124,7 +118,7 @@ static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double s
     const Spread sg = sgemm_spread(sh, n);
 #define MD(...) (len += (size_t)snprintf(md + len, len < cap ? cap - len : 0, __VA_ARGS__))
     MD("# mhar bench --scaling\n\nbaseline and mhar (H = %d), vocab %d, fp32, median of the timed steps after one "
-       "warm-up; mfu against this machine's sgemm rate (2048³) probed just before each shape (median %.1f "
+       "warm-up; mfu against this machine's sgemm rate (2048³) probed between each run's steps (median %.1f "
        "GFLOP/s, range %.1f-%.1f). The whole grid took %.0f s.\n\n",
        p->heads, p->vocab, sg.median, sg.min, sg.max, seconds);
     MD("| sweep | preset | params (M) | B | T | steps (baseline/mhar) | baseline tok/s | mhar tok/s | mhar/baseline tok/s | "
@@ -140,17 +134,18 @@ static char *markdown(const Shape *sh, int n, const BenchShapesPlan *p, double s
         const BenchSample *b = &s->s[0], *m = &s->s[1];
         MD("| %s | %s | %.1f | %d | %d | %d/%d | %.0f | %.0f | %.3f | %.1f%% | %.1f%% | %.0f | %.0f | %.3f |\n", s->sweep,
            s->preset, m->params / 1e6, s->B, s->T, b->steps, m->steps, b->tok_s, m->tok_s, m->tok_s / b->tok_s,
-           100 * mfu(b, s->sgemm), 100 * mfu(m, s->sgemm), b->peak_mb, m->peak_mb, m->peak_mb / b->peak_mb);
+           100 * mfu(b), 100 * mfu(m), b->peak_mb, m->peak_mb, m->peak_mb / b->peak_mb);
     }
 #undef MD
     if (len >= cap) md[cap - 1] = '\0';
     return md;
 }
 
-static cJSON *sample_json(const BenchSample *s, double sgemm) {
+static cJSON *sample_json(const BenchSample *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "tok_per_s", s->tok_s);
-    cJSON_AddNumberToObject(o, "mfu", mfu(s, sgemm));
+    cJSON_AddNumberToObject(o, "sgemm_gflops", s->sgemm_gflops);
+    cJSON_AddNumberToObject(o, "mfu", mfu(s));
     cJSON_AddNumberToObject(o, "peak_rss_mb", s->peak_mb);
     cJSON_AddNumberToObject(o, "steps", s->steps);
     cJSON_AddNumberToObject(o, "params", s->params);
@@ -182,9 +177,8 @@ static int write_json(const char *path, const Shape *sh, int n, const BenchShape
         cJSON_AddStringToObject(o, "state", s->state == SHAPE_RUN ? "run" : s->state == SHAPE_SKIPPED ? "skipped" : "failed");
         if (s->state != SHAPE_RUN) cJSON_AddStringToObject(o, "reason", s->why);
         else {
-            cJSON_AddNumberToObject(o, "sgemm_gflops", s->sgemm);
-            cJSON_AddItemToObject(o, "baseline", sample_json(&s->s[0], s->sgemm));
-            cJSON_AddItemToObject(o, "mhar", sample_json(&s->s[1], s->sgemm));
+            cJSON_AddItemToObject(o, "baseline", sample_json(&s->s[0]));
+            cJSON_AddItemToObject(o, "mhar", sample_json(&s->s[1]));
             cJSON_AddNumberToObject(o, "tok_ratio", s->s[1].tok_s / s->s[0].tok_s);
             cJSON_AddNumberToObject(o, "mem_ratio", s->s[1].peak_mb / s->s[0].peak_mb);
         }
@@ -210,7 +204,7 @@ static int draw_sweep(const char *dir, const char *sweep, const Shape *sh, int n
         x[m] = strcmp(sweep, "preset") ? s->T : round(s->s[1].params / 1e5) / 10;  // 0.1M: readable ticks
         for (int k = 0; k < 2; k++) {
             y[k][m] = s->s[k].tok_s;
-            y[2 + k][m] = 100 * mfu(&s->s[k], s->sgemm);
+            y[2 + k][m] = 100 * mfu(&s->s[k]);
             y[4 + k][m] = s->s[k].peak_mb;
         }
         m++;
