@@ -269,6 +269,36 @@ assert re.search(r"^qwen3_compile +failed: RuntimeError: \"no\" C\+\+ compiler",
 EOF
 then pass bench_torch_report
 else fail bench_torch_report "$out"; fi
+# With --repeat the helper runs after every round and each ratio is paired by round: a
+# helper whose peers run twice as fast on its second call, and whose torch.compile fails there.
+cat >"$W/fake_torch2.py" <<'EOF'
+import json, os, sys
+n = sys.argv[0] + ".calls"
+calls = (int(open(n).read()) if os.path.exists(n) else 0) + 1
+open(n, "w").write(str(calls))
+c = {"name": "qwen3_compile", "what": "HF Qwen3, torch.compile"}
+c.update({"tok_per_s": 500.0} if calls == 1 else {"error": "RecompileError: second call"})
+print(json.dumps({"torch": "9.9-fake", "threads": 2, "peers": [
+    {"name": "qwen3", "what": "HF Qwen3, eager, sdpa", "tok_per_s": 1000.0 * calls},
+    {"name": "mhar", "what": "modeling_mhar mhar, eager, sdpa", "tok_per_s": 250.0 * calls}, c]}))
+EOF
+out=$(MHAR_BENCH_TORCH="$W/fake_torch2.py" $M bench $TINY --residual baseline,mhar --repeat 2 --torch 2>"$W/torch2.err")
+if [ "$(cat "$W/fake_torch2.py.calls" 2>/dev/null)" = 2 ] && python3 - "$out" <<'EOF'
+import json, re, statistics, sys
+text = sys.argv[1]; j = json.loads(text.splitlines()[-1]); S = j["schemes"]; t = j["torch"]
+for k, peer, tok in (("baseline", "qwen3", 1000.0), ("mhar", "mhar", 250.0)):
+    p = t["peers"][peer]
+    assert p["round_tok_per_s"] == [tok, 2 * tok] and p["tok_per_s"] == 1.5 * tok, p
+    r = [x / y for x, y in zip(S[k]["round_tok_per_s"], p["round_tok_per_s"])]
+    assert abs(S[k]["over_torch_peer"] - statistics.median(r)) < 1e-3 * statistics.median(r), (k, S[k], r)
+    assert abs(S[k]["over_torch_peer_min"] - min(r)) < 1e-3 * min(r) and abs(S[k]["over_torch_peer_max"] - max(r)) < 1e-3 * max(r)
+    m = re.search(rf"^{peer} +[0-9]+ .* {k} ([0-9.]+)x \(([0-9.]+)-([0-9.]+)\)", text, re.M)
+    assert m and abs(float(m.group(1)) - S[k]["over_torch_peer"]) < 0.006, (k, m)
+assert "round 2: RecompileError" in t["peers"]["qwen3_compile"]["error"] and "baseline_over_compile" not in j
+assert re.search(r"^qwen3_compile +failed: round 2: RecompileError", text, re.M)
+EOF
+then pass bench_torch_paired_rounds
+else fail bench_torch_paired_rounds "calls $(cat "$W/fake_torch2.py.calls" 2>/dev/null): $out $(cat "$W/torch2.err")"; fi
 out=$(MHAR_BENCH_TORCH="$W/none.py" $M bench $TINY --residual baseline --torch 2>"$W/torch.err"); rc=$?
 if [ $rc -eq 0 ] && grep -q "PyTorch comparison failed: .*none.py not found" "$W/torch.err" &&
    python3 -c "import json,sys; j=json.loads(sys.argv[1].splitlines()[-1]); assert 'not found' in j['torch']['error']" "$out"; then

@@ -336,6 +336,48 @@ static void profile_medians(BenchResult *r, const BenchSample *s, int K, double 
     r->residual_ms = median(v, K);
 }
 
+// Round k of the PyTorch peers: the helper once, each peer's tokens/s kept
+// by name (round 0 names the peers; a peer failing in a later round fails).
+static int torch_round(const BenchPlan *p, BenchTorch *t, int k) {
+    BenchTorch now;
+    if (bench_torch(p->preset, p->vocab, p->batch, p->seq, p->steps, p->scheme, p->n, &now)) return MHAR_ERR;
+    if (k == 0) *t = now;
+    else if (now.error[0] && !t->error[0]) snprintf(t->error, sizeof t->error, "round %d: %.200s", k + 1, now.error);
+    t->rounds = k + 1;
+    for (int e = 0; e < t->n; e++) {
+        BenchPeer *peer = &t->peer[e];
+        int f = 0;
+        while (f < now.n && strcmp(now.peer[f].name, peer->name)) f++;
+        const BenchPeer *got = f < now.n ? &now.peer[f] : NULL;
+        peer->round_tok_s[k] = got ? got->tok_s : 0;
+        if (peer->tok_s > 0 && !(peer->round_tok_s[k] > 0)) {
+            peer->tok_s = 0;
+            snprintf(peer->error, sizeof peer->error, "round %d: %.200s", k + 1, got ? got->error : "not reported");
+        }
+    }
+    return MHAR_OK;
+}
+
+// Each peer against its mhar scheme (qwen3_compile against baseline), paired
+// by round: the machine's drift between rounds moves both sides of a pair.
+static void torch_pairs(const BenchPlan *p, BenchRun *out, double *v) {
+    BenchTorch *t = &out->torch;
+    const int K = t->rounds;
+    for (int e = 0; e < t->n; e++) {
+        BenchPeer *peer = &t->peer[e];
+        peer->vs = strcmp(peer->name, "qwen3_compile") == 0 ? out->base : -1;
+        for (int i = 0; i < p->n && peer->vs < 0; i++)
+            if (bench_torch_peer(t, &p->scheme[i]) == e) peer->vs = i;
+        peer->ratio = peer->ratio_min = peer->ratio_max = NAN;
+        if (!(peer->tok_s > 0)) continue;
+        peer->tok_s = spread(peer->round_tok_s, K).median;
+        if (peer->vs < 0) continue;
+        for (int k = 0; k < K; k++) v[k] = out->r[peer->vs].round_tok_s[k] / peer->round_tok_s[k];
+        const Spread r = spread(v, K);
+        peer->ratio = r.median, peer->ratio_min = r.min, peer->ratio_max = r.max;
+    }
+}
+
 // Rounds of every scheme, each round led by the memory probe (so the
 // bandwidths drift with the machine as the schemes do), each scheme's mfu
 // against the sgemm probe between its own steps; then the medians.
@@ -363,6 +405,7 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
             fprintf(stderr, "  round %d  %-12s %8.0f tok/s  %7.0f MB  (sgemm %.1f GFLOP/s between its steps)\n", k + 1,
                     p->scheme[i].name, s.tok_s, s.peak_mb, s.sgemm_gflops);
         }
+        if (!rc && p->torch) rc = torch_round(p, &out->torch, k);
     }
     if (!rc) {
         const Spread s = spread(sg, (size_t)n * K);
@@ -391,6 +434,7 @@ static int run_rounds(const BenchPlan *p, BenchRun *out) {
         r->step_ms = 1e3 * p->batch * p->seq / r->tok_s;
         profile_medians(r, samples + i * K, K, v);
     }
+    if (!rc && p->torch) torch_pairs(p, out, v);
     mhar_free(tok); mhar_free(mem); mhar_free(sg); mhar_free(rd); mhar_free(v); mhar_free(samples);
     return rc;
 }
@@ -419,8 +463,6 @@ int bench_run(const BenchPlan *p, BenchRun *out) {
             r->floor_ms = 1e3 * bench_floor_s(r->bytes, b->bytes, &out->bw);
         else r->extra_ms = NAN;
     }
-    if (p->torch && bench_torch(p->preset, p->vocab, p->batch, p->seq, p->steps, p->scheme, p->n, &out->torch))
-        return MHAR_ERR;
     return MHAR_OK;
 }
 

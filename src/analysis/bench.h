@@ -81,14 +81,20 @@ int bench_scheme(const char *preset, const BenchScheme *s, int vocab, int B, int
 typedef struct {
     char name[32];             // qwen3, qwen3_compile, or the scheme's name
     char what[96];             // what it is, as the helper says
-    double tok_s;              // 0 when it failed
+    double tok_s;              // 0 when it failed; the median over the rounds
     char error[256];           // why it failed ("" when it ran)
+    double round_tok_s[BENCH_MAX_ROUNDS];  // each round's (bench_run: one helper call after each round)
+    // bench_run: the mhar scheme it is compared with (-1: none), and that
+    // scheme's tokens/s over the peer's, paired by round, median and range
+    int vs;
+    double ratio, ratio_min, ratio_max;
 } BenchPeer;
 typedef struct {
     char version[48];          // torch.__version__ ("" when the helper failed)
     int threads;
     BenchPeer peer[BENCH_MAX_SCHEMES + 1];
     int n;
+    int rounds;                // helper calls (bench_run: one a round)
     char error[256];           // the helper itself failed ("" otherwise)
 } BenchTorch;
 // Runs $MHAR_BENCH_TORCH (default tools/bench_torch.py, from the repository
@@ -150,12 +156,13 @@ typedef struct {
     double sources_mb;         // full routing's source buffer at this shape ((2L+1)·B·T·d floats)
     int base;                  // index of baseline in the plan, -1
     BenchResult r[BENCH_MAX_SCHEMES];
-    BenchTorch torch;          // when plan.torch
+    BenchTorch torch;          // when plan.torch: the helper runs after every round's schemes
 } BenchRun;
 
-// The rounds of every scheme (each round runs the machine's probes, then
-// every scheme once, in order, each in its own child; progress on stderr),
-// the traffic figures and, with plan->torch, the PyTorch peers.
+// The rounds of every scheme (each round runs the machine's memory probe,
+// then every scheme once, in order, each in its own child, and with
+// plan->torch the PyTorch peers; progress on stderr), then the traffic
+// figures.
 int bench_run(const BenchPlan *plan, BenchRun *out);
 // Prints a run to stdout: the table of schemes, the routing floors, the
 // PyTorch peers (with --torch) and, last, one JSON line (a failed peer run

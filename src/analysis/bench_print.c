@@ -158,20 +158,21 @@ static void print_residual_work(const BenchPlan *p, const BenchRun *b) {
 static void print_torch(const BenchPlan *p, const BenchRun *b) {
     const BenchTorch *t = &b->torch;
     if (t->error[0]) { fprintf(stderr, "warning: the PyTorch comparison failed: %s\n", t->error); return; }
-    printf("PyTorch %s peers (%d threads, fp32, same shape, warm-up excluded):\n", t->version, t->threads);
-    printf("%-14s %10s %12s %8s   %-22s %s\n", "peer", "tok/s", "model GF/s", "mfu", "mhar / peer", "what");
+    printf("PyTorch %s peers (%d threads, fp32, same shape, warm-up excluded%s):\n", t->version, t->threads,
+           t->rounds > 1 ? "; after every round, tokens/s the median and mhar / peer paired by round" : "");
+    printf("%-14s %10s %12s %8s   %-34s %s\n", "peer", "tok/s", "model GF/s", "mfu", "mhar / peer", "what");
     for (int k = 0; k < t->n; k++) {
         const BenchPeer *e = &t->peer[k];
-        int i = 0;  // the mhar scheme it is compared with
-        for (; i < p->n; i++)
-            if (bench_torch_peer(t, &p->scheme[i]) == k) break;
-        if (strcmp(e->name, "qwen3_compile") == 0) i = b->base;
+        const int i = e->vs;  // the mhar scheme it is compared with
         if (i < 0 || i >= p->n) continue;
         if (!e->tok_s) { printf("%-14s failed: %s\n", e->name, e->error); continue; }
         double gf = b->r[i].flops * e->tok_s / 1e9;
-        char ratio[48];
-        snprintf(ratio, sizeof ratio, "%s %.2fx", p->scheme[i].name, b->r[i].tok_s / e->tok_s);
-        printf("%-14s %10.0f %12.1f %7.1f%%   %-22s %s\n", e->name, e->tok_s, gf, 100 * gf / b->sgemm_gflops, ratio,
+        char ratio[64];
+        if (t->rounds > 1)
+            snprintf(ratio, sizeof ratio, "%s %.2fx (%.2f-%.2f)", p->scheme[i].name, e->ratio, e->ratio_min,
+                     e->ratio_max);
+        else snprintf(ratio, sizeof ratio, "%s %.2fx", p->scheme[i].name, e->ratio);
+        printf("%-14s %10.0f %12.1f %7.1f%%   %-34s %s\n", e->name, e->tok_s, gf, 100 * gf / b->sgemm_gflops, ratio,
                e->what);
     }
 }
@@ -206,8 +207,9 @@ static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
     jput(j, "}");
     const int k = p->torch ? bench_torch_peer(&b->torch, &p->scheme[i]) : -1;
     if (k >= 0 && b->torch.peer[k].tok_s > 0)
-        jput(j, ", \"torch_peer\": \"%s\", \"torch_peer_tok_per_s\": %.1f, \"over_torch_peer\": %.4f",
-             b->torch.peer[k].name, b->torch.peer[k].tok_s, r->tok_s / b->torch.peer[k].tok_s);
+        jput(j, ", \"torch_peer\": \"%s\", \"torch_peer_tok_per_s\": %.1f, \"over_torch_peer\": %.4f, "
+             "\"over_torch_peer_min\": %.4f, \"over_torch_peer_max\": %.4f", b->torch.peer[k].name,
+             b->torch.peer[k].tok_s, b->torch.peer[k].ratio, b->torch.peer[k].ratio_min, b->torch.peer[k].ratio_max);
 }
 
 static void print_json(const BenchPlan *p, const BenchRun *b) {
@@ -242,13 +244,17 @@ static void print_json(const BenchPlan *p, const BenchRun *b) {
         for (int k = 0; k < t->n; k++) {
             jput(&j, "%s\"%s\": {\"what\": ", k ? ", " : "", t->peer[k].name);
             jstr(&j, t->peer[k].what);
-            if (t->peer[k].tok_s > 0) jput(&j, ", \"tok_per_s\": %.1f}", t->peer[k].tok_s);
+            if (t->peer[k].tok_s > 0) {
+                jput(&j, ", \"tok_per_s\": %.1f, \"round_tok_per_s\": [", t->peer[k].tok_s);
+                for (int r = 0; r < t->rounds; r++) jput(&j, "%s%.1f", r ? ", " : "", t->peer[k].round_tok_s[r]);
+                jput(&j, "]}");
+            }
             else { jput(&j, ", \"error\": "); jstr(&j, t->peer[k].error); jput(&j, "}"); }
         }
         jput(&j, "}}");
         const int c = bench_torch_peer(t, NULL);
         if (c >= 0 && b->base >= 0 && t->peer[c].tok_s > 0)
-            jput(&j, ", \"baseline_over_compile\": %.4f", b->r[b->base].tok_s / t->peer[c].tok_s);
+            jput(&j, ", \"baseline_over_compile\": %.4f", t->peer[c].ratio);
     }
     jput(&j, "}");
     puts(j.buf);
