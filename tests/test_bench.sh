@@ -75,8 +75,9 @@ check("bench_list_probe_rounds", j.get("probe_rounds") == 1 and len(sg) == len(S
       f'{j.get("probe_rounds")} rounds, per scheme {sg}, sgemm {j.get("sgemm_gflops_min")} / {j.get("sgemm_gflops")} / '
       f'{j.get("sgemm_gflops_max")}')
 # The probe's three 2048² matrices (48 MiB) are left out of a scheme's peak
-# memory: this tiny shape's whole process stays well under them (~35 MB).
-check("bench_peak_without_probe", 0 < S["baseline"]["peak_rss_mb"] < 48, f'baseline peak {S["baseline"]["peak_rss_mb"]} MB')
+# memory: this tiny shape's process is ~35 MB without them (~55 under ASan),
+# 85 MB and more with them.
+check("bench_peak_without_probe", 0 < S["baseline"]["peak_rss_mb"] < 70, f'baseline peak {S["baseline"]["peak_rss_mb"]} MB')
 B, T, d, L, H = j["batch"], j["seq"], 128, 6, 8          # nano, --route-heads 8 (attnres: 1)
 n, P = B * T, 2 * L + 1
 row, Sig = n * d, P * (P + 1) // 2
