@@ -162,6 +162,43 @@ for k, s in S.items():
         if abs(s["extra_work_over_floor"] - want) > 1e-3 * abs(want) + 1e-3:
             errs.append(f"{k}: extra work/floor {s['extra_work_over_floor']} vs {want:.4f}")
 check("bench_list_profile_json", not errs, "; ".join(errs))
+# The products' FLOPs the ops count, against nano's shapes (d 128, 6 layers,
+# 4 heads of 32, 2 kv heads, SwiGLU 384, vocabulary 512; B 2 x T 32): the
+# forward's matmuls 2·n·(weights they multiply by, the head's included),
+# the backward's twice that; attention 2·2·hd·T(T+1)/2 a head and sequence
+# in the forward (its causal pairs), 5 products' worth in the backward. The
+# same in every scheme (routing runs no matmul). And the printed products'
+# mfu is the model's FLOPs over the products' time at the round's sgemm.
+d, L, nh, nkv, hd, f, V, B, T = 128, 6, 4, 2, 32, 384, 512, 2, 32
+n = B * T
+weights = L * (nh * hd * d + 2 * nkv * hd * d + d * nh * hd + 2 * f * d + d * f) + V * d
+att = 2 * 2 * hd * T * (T + 1) / 2 * B * nh * L
+want = {"matmul_forward": 2 * n * weights, "attention_forward": att, "attention_backward": 2.5 * att}
+errs = []
+for k, s in S.items():
+    g = {o: v * 1e9 for o, v in s.get("profile_gflop", {}).items()}
+    for o, v in want.items():
+        if abs(g.get(o, 0) - v) > 1e-6 * v:
+            errs.append(f"{k} {o}: {g.get(o)} FLOPs, want {v:.0f}")
+    back = g.get("matmul_backward", 0) + g.get("matmul_backward_add", 0)
+    if abs(back - 4 * n * weights) > 1e-6 * back:
+        errs.append(f"{k}: backward matmuls {back} FLOPs, want {4 * n * weights}")
+    if set(g) - {"matmul_forward", "matmul_backward", "matmul_backward_add", "attention_forward", "attention_backward"}:
+        errs.append(f"{k}: counted ops {sorted(g)}")
+    ms = sum(s["profile_ms"][o] for o in g)
+    mfu = s["model_gflops"] / s["tok_per_s"] * n / (ms / 1e3) / s["profile_sgemm_gflops"]
+    if not (abs(s["mfu_products_only"] - mfu) <= 1e-3 * mfu and s["profile_sgemm_gflops"] in s["round_sgemm_gflops"]):
+        errs.append(f"{k}: products-only mfu {s['mfu_products_only']} vs {mfu:.4f}")
+check("bench_list_products_json", not errs, "; ".join(errs))
+try:
+    h = next(i for i, l in enumerate(lines) if l.startswith("the matrix products' rate"))
+    cols = lines[h + 1].split()[1:]
+    last = next(l for l in lines[h:] if l.startswith("mfu, products alone")).split()[3:]
+    ok = cols == list(S) and any(l.startswith("all products") for l in lines[h:]) and \
+        all(abs(float(v.rstrip("%")) - 100 * S[k]["mfu_products_only"]) <= 0.051 for k, v in zip(cols, last))
+    check("bench_list_products_lines", ok, "\n".join(lines[h:h + 10]))
+except StopIteration:
+    check("bench_list_products_lines", False, "no products table")
 try:
     h = next(i for i, l in enumerate(lines) if l.startswith("the scheme's own work in the step"))
     rows = {l.split()[0]: l.split() for l in lines[h + 2:h + 6]}

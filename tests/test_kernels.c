@@ -372,6 +372,49 @@ static void test_profile(void) {
     CHECK(ops_profile_read(ctx, e, 8) == 0 && ops_profile_clock(ctx) < 0, "profile_restart_clears", "not cleared");
 }
 
+// The FLOPs the products count (ops.h): a matmul 2·M·N·K a product, its
+// backward as many products as it computes (no din: one); attention its
+// causal pairs (T(T+1)/2 a head and sequence, 2·hd each a product: 2 in the
+// forward, 5 in the backward); an op inside another counted in the outer;
+// ops that are no products count none; nothing is counted with the profile off.
+static void test_profile_flops(void) {
+    enum { M = 6, K = 5, N = 3, B = 2, T = 7, NH = 4, NKV = 2, HD = 8 };
+    static float in[M * K], w[N * K], out[M * N], din[M * K], dw[N * K];
+    static float q[B * T * NH * HD], k[B * T * NKV * HD], v[B * T * NKV * HD], y[B * T * NH * HD], lse[B * NH * T];
+    static float dq[B * T * NH * HD], dk[B * T * NKV * HD], dv[B * T * NKV * HD];
+    for (int i = 0; i < M * K; i++) in[i] = 0.1f * (float)(i % 7);
+    for (int i = 0; i < N * K; i++) w[i] = 0.05f * (float)(i % 5);
+    for (int i = 0; i < B * T * NH * HD; i++) q[i] = 0.01f * (float)(i % 11), y[i] = 0.0f;
+    for (int i = 0; i < B * T * NKV * HD; i++) k[i] = 0.02f * (float)(i % 13), v[i] = 0.03f * (float)(i % 3);
+    float *scratch = mhar_alloc(sizeof(float) * attention_scratch_floats(ctx, B, T, NKV, HD));
+    if (!scratch) { CHECK(0, "profile_flops", "no memory"); return; }
+    matmul_forward(ctx, out, in, w, M, K, N);   // profile off: not counted
+    ops_profile(ctx, 1);
+    matmul_forward(ctx, out, in, w, M, K, N);
+    matmul_forward(ctx, out, in, w, M, K, N);
+    matmul_backward(ctx, din, dw, out, in, w, M, K, N);
+    matmul_backward_add(ctx, NULL, dw, out, in, w, M, K, N);
+    attention_forward(ctx, y, lse, scratch, q, k, v, B, T, NH, NKV, HD);
+    attention_backward(ctx, dq, dk, dv, scratch, y, y, lse, q, k, v, B, T, NH, NKV, HD);
+    vec_zero(ctx, din, M * K);
+    const double outer = ops_op_begin(ctx);
+    matmul_forward(ctx, out, in, w, M, K, N);
+    ops_op_end(ctx, "outer", outer);
+    ops_profile(ctx, 0);
+    mhar_free(scratch);
+    OpsProfileEntry e[8];
+    const int n = ops_profile_read(ctx, e, 8);
+    const double mm = 2.0 * M * N * K, pairs = 2.0 * HD * (T * (T + 1) / 2) * B * NH;
+    const char *name[7] = {"matmul_forward", "matmul_backward", "matmul_backward_add", "attention_forward",
+                           "attention_backward", "vec_zero", "outer"};
+    const double want[7] = {2 * mm, 2 * mm, mm, 2 * pairs, 5 * pairs, 0, mm};
+    int ok = n == 7;
+    for (int i = 0; ok && i < 7; i++) ok = !strcmp(e[i].name, name[i]) && e[i].flops == want[i];
+    CHECK(ok, "profile_flops", "%d entries; %s %g (want %g), %s %g (want %g), %s %g (want %g)", n,
+          n > 0 ? e[0].name : "", n > 0 ? e[0].flops : 0, want[0], n > 3 ? e[3].name : "", n > 3 ? e[3].flops : 0,
+          want[3], n > 6 ? e[6].name : "", n > 6 ? e[6].flops : 0, want[6]);
+}
+
 int main(void) {
     test_blas_core();
     test_blas_core_avx512_note();
@@ -406,5 +449,6 @@ int main(void) {
     test_vec_zero_large((size_t)1 << 20);
     test_vec_zero_large(((size_t)1 << 21) + 37);
     test_profile();
+    test_profile_flops();
     CHECK_EXIT();
 }

@@ -231,7 +231,7 @@ static void time_steps(const char *preset, const BenchScheme *s, int vocab, int 
     out->params = (double)m.table.total;
     ops_profile(m.ctx, 0);
     out->n_prof = ops_profile_read(m.ctx, out->prof, OPS_PROFILE_MAX);
-    for (int k = 0; k < out->n_prof; k++) out->prof[k].seconds /= steps;
+    for (int k = 0; k < out->n_prof; k++) out->prof[k].seconds /= steps, out->prof[k].flops /= steps;
     out->step_mean_s = 0;
     for (int k = 0; k < steps; k++) out->step_mean_s += t[k] / steps;
     out->steps = steps;
@@ -328,6 +328,7 @@ static void profile_medians(BenchResult *r, const BenchSample *s, int K, double 
     r->n_prof = s[km].n_prof;
     memcpy(r->prof, s[km].prof, sizeof *r->prof * (size_t)r->n_prof);
     r->prof_step_ms = 1e3 * s[km].step_mean_s;
+    r->prof_sgemm = s[km].sgemm_gflops;
     for (int k = 0; k < K; k++) {
         v[k] = 0;
         for (int f = 0; f < s[k].n_prof; f++)

@@ -144,6 +144,7 @@ typedef struct {
     OpsProfileEntry prof[OPS_PROFILE_MAX];
     int n_prof;
     double prof_step_ms, residual_ms, residual_floor_ms;
+    double prof_sgemm;         // the sgemm probe between that round's steps (GFLOP/s)
 } BenchResult;
 
 typedef struct {

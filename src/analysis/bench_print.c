@@ -131,6 +131,66 @@ static void print_profile(const BenchPlan *p, const BenchRun *b) {
     }
 }
 
+// The ops that count their FLOPs (the matrix products: matmuls and
+// attention) in r's profile: their FLOPs and ms per step.
+static void products(const BenchResult *r, double *gflop, double *ms) {
+    *gflop = *ms = 0;
+    for (int q = 0; q < r->n_prof; q++)
+        if (!r->prof[q].region && r->prof[q].flops > 0) *gflop += r->prof[q].flops / 1e9, *ms += 1e3 * r->prof[q].seconds;
+}
+
+// The mfu r's step would have if only its products took time: the part of
+// the gap to the sgemm rate the products' own speed accounts for.
+static double products_only_mfu(const BenchPlan *p, const BenchResult *r) {
+    double gflop, ms;
+    products(r, &gflop, &ms);
+    return ms > 0 && r->prof_sgemm > 0 ? r->flops * p->batch * p->seq / 1e9 / (ms / 1e3) / r->prof_sgemm : 0;
+}
+
+// The products' rate against the sgemm probe between the same steps, op by
+// op, and what the rest of the step costs: the gap between mfu and 1 split
+// into the products' speed on these shapes and the time outside them.
+static void print_products(const BenchPlan *p, const BenchRun *b) {
+    const char *names[OPS_PROFILE_MAX];
+    int n = 0;
+    for (int i = 0; i < p->n; i++)
+        for (int q = 0; q < b->r[i].n_prof; q++) {
+            const OpsProfileEntry *e = &b->r[i].prof[q];
+            int seen = 0;
+            for (int k = 0; k < n; k++) seen |= !strcmp(names[k], e->name);
+            if (!e->region && e->flops > 0 && !seen && n < OPS_PROFILE_MAX) names[n++] = e->name;
+        }
+    if (!n) return;
+    printf("the matrix products' rate, GFLOP/s and %% of the sgemm probe between the same steps (the profile's "
+           "round; attention counts its causal pairs only):\n%-24s", "op");
+    for (int i = 0; i < p->n; i++) printf(" %17s", p->scheme[i].name);
+    printf("\n");
+    for (int k = 0; k <= n; k++) {
+        printf("%-24s", k < n ? names[k] : "all products");
+        for (int i = 0; i < p->n; i++) {
+            const BenchResult *r = &b->r[i];
+            double gflop = 0, ms = 0;
+            if (k == n) products(r, &gflop, &ms);
+            else
+                for (int q = 0; q < r->n_prof; q++)
+                    if (!r->prof[q].region && !strcmp(r->prof[q].name, names[k]))
+                        gflop = r->prof[q].flops / 1e9, ms = 1e3 * r->prof[q].seconds;
+            if (ms > 0 && r->prof_sgemm > 0) printf(" %9.1f (%4.0f%%)", gflop / (ms / 1e3), 100 * gflop / (ms / 1e3) / r->prof_sgemm);
+            else printf(" %17s", "-");
+        }
+        printf("\n");
+    }
+    printf("%-24s", "outside products, ms");
+    for (int i = 0; i < p->n; i++) {
+        double gflop, ms;
+        products(&b->r[i], &gflop, &ms);
+        printf(" %17.1f", b->r[i].prof_step_ms - ms);
+    }
+    printf("\n%-24s", "mfu, products alone");
+    for (int i = 0; i < p->n; i++) printf(" %16.1f%%", 100 * products_only_mfu(p, &b->r[i]));
+    printf("\n");
+}
+
 // Each scheme's own work inside the step (the model's "residual" region:
 // its reads, writes, their backwards and the zeroing of the source
 // gradients) against the floor of its traffic, whole and beyond baseline's.
@@ -204,7 +264,14 @@ static void scheme_json(Json *j, const BenchPlan *p, const BenchRun *b, int i) {
             jput(j, "%s\"%s\": %.4f", first ? "" : ", ", r->prof[q].name, 1e3 * r->prof[q].seconds);
             first = 0;
         }
-    jput(j, "}");
+    jput(j, "}, \"profile_gflop\": {");
+    for (int q = 0, first = 1; q < r->n_prof; q++)
+        if (!r->prof[q].region && r->prof[q].flops > 0) {
+            jput(j, "%s\"%s\": %.9f", first ? "" : ", ", r->prof[q].name, r->prof[q].flops / 1e9);
+            first = 0;
+        }
+    jput(j, "}, \"profile_sgemm_gflops\": %.2f, \"mfu_products_only\": %.4f", r->prof_sgemm,
+         products_only_mfu(p, r));
     const int k = p->torch ? bench_torch_peer(&b->torch, &p->scheme[i]) : -1;
     if (k >= 0 && b->torch.peer[k].tok_s > 0)
         jput(j, ", \"torch_peer\": \"%s\", \"torch_peer_tok_per_s\": %.1f, \"over_torch_peer\": %.4f, "
@@ -265,6 +332,7 @@ void bench_print(const BenchPlan *p, const BenchRun *b) {
     print_floors(p, b);
     print_residual_work(p, b);
     print_profile(p, b);
+    print_products(p, b);
     if (p->torch) print_torch(p, b);
     print_json(p, b);
 }

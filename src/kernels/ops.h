@@ -58,13 +58,18 @@ int ops_threads(void);
 // called inside another counts once, in the outer one. Callers add regions
 // of their own (the model's "residual": all of a scheme's work) with
 // ops_profile_clock before and ops_profile_region after; a region's ops are
-// also counted as ops. Off (the default) an op pays one branch.
+// also counted as ops. The ops whose arithmetic is a product of matrices
+// also count its floating-point operations (matmuls: 2·M·N·K a product;
+// attention: the causal pairs' products only, masked tile halves not
+// counted), so that their rate can be set against the sgemm probe's. Off
+// (the default) an op pays one branch.
 #define OPS_PROFILE_MAX 64
 typedef struct {
     char name[32];
     double seconds;     // summed since ops_profile(ctx, 1)
     long calls;
     int region;         // a caller's region, not an op
+    double flops;       // floating-point operations summed (0: an op that does not count them)
 } OpsProfileEntry;
 void ops_profile(OpsContext *ctx, int on);   // on: clear the sums and start; off: stop, keep them
 // The sums so far, in first-call order: how many were written (at most cap).

@@ -123,6 +123,14 @@ static void transpose_keys(float *xt, const float *x, int ld, int n, int hd) {
         transpose(xt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, x + (size_t)j0 * ld, ld, imin(ATT_BK, n - j0), hd);
 }
 
+// One product over the causal (query, key) pairs of every head: 2·hd
+// operations a pair, T(T+1)/2 pairs a sequence; what the masked halves of
+// the diagonal tiles also compute is not counted (the profile's rate is
+// that of the useful work).
+static double causal_pair_flops(int B, int T, int nh, int hd) {
+    return 2.0 * hd * ((double)T * (T + 1) / 2) * B * nh;
+}
+
 // ---- forward ------------------------------------------------------------------------
 
 // One query tile of one head, tokens [i0, i0 + mq): Q, Y [mq, hd] (row
@@ -177,10 +185,10 @@ static void forward_tile(float *Y, float *lse, float *tile, const float *Q, cons
 void attention_forward(OpsContext *ctx, float *y, float *lse, float *scratch, const float *q, const float *k,
                        const float *v, int B, int T, int nh, int nkv, int hd) {
     OPS_TIMED(ctx);
-    (void)ctx;
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
     const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ, splits = group_splits(groups, n_tiles);
     const float scale = 1.0f / sqrtf((float)hd);
+    ops_op_flops(ctx, 2 * causal_pair_flops(B, T, nh, hd));   // S = Q·Kᵀ, Y = P·V
 #pragma omp parallel for schedule(dynamic)
     for (int task = 0; task < groups * splits; task++) {
         const int bg = task / splits, s = task % splits, b = bg / nkv, g = bg % nkv;
@@ -267,11 +275,11 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
                         const float *y, const float *lse, const float *q, const float *k, const float *v, int B,
                         int T, int nh, int nkv, int hd) {
     OPS_TIMED(ctx);
-    (void)ctx;
     const int rep = nh / nkv, ldq = nh * hd, ldk = nkv * hd, groups = B * nkv;
     const int n_tiles = (T + ATT_BQ - 1) / ATT_BQ;
     const float scale = 1.0f / sqrtf((float)hd);
     const int splits = group_splits(groups, n_tiles);
+    ops_op_flops(ctx, 5 * causal_pair_flops(B, T, nh, hd));   // S and dP again, dV, dK, dQ
     float *partials = scratch + (size_t)omp_get_max_threads() * thread_floats(T, hd);
     const size_t part_floats = (size_t)T * hd;  // one of dk, dv of one split
 #pragma omp parallel for schedule(dynamic)
@@ -322,7 +330,7 @@ void attention_backward(OpsContext *ctx, float *dq, float *dk, float *dv, float 
 void attention_decode(OpsContext *ctx, float *y, float *scores, const float *q, const float *k_cache,
                       const float *v_cache, int n_pos, int nh, int nkv, int hd) {
     OPS_TIMED(ctx);
-    (void)ctx;
+    ops_op_flops(ctx, 4.0 * n_pos * nh * hd);   // its scores and their weighted sum
     const int kvd = nkv * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int h = 0; h < nh; h++) {

@@ -35,13 +35,18 @@ static void sgemm_overwrite(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N
 // in [M, K], w [N, K] -> out [M, N] (overwritten)
 void matmul_forward(OpsContext *ctx, float *out, const float *in, const float *w, int M, int K, int N) {
     OPS_TIMED(ctx);
-    (void)ctx;
     if (M <= 0 || N <= 0) return;
+    ops_op_flops(ctx, 2.0 * M * N * (K > 0 ? K : 0));
     if (K <= 0) { // empty sum; BLAS would reject ld = 0
         memset(out, 0, sizeof(float) * (size_t)M * (size_t)N);
         return;
     }
     sgemm_overwrite(CblasNoTrans, CblasTrans, M, N, K, in, K, w, K, out);
+}
+
+// The backward's two products, each 2·M·N·K, as far as it computes them.
+static void count_backward(OpsContext *ctx, const float *din, const float *dw, int M, int K, int N) {
+    if (N > 0) ops_op_flops(ctx, 2.0 * M * N * K * ((din != NULL) + (dw != NULL)));
 }
 
 // dw [N, K] += doutᵀ · in
@@ -55,8 +60,8 @@ static void weight_grad(float *dw, const float *dout, const float *in, int M, in
 void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
                      const float *w, int M, int K, int N) {
     OPS_TIMED(ctx);
-    (void)ctx;
     if (M <= 0 || K <= 0) return;
+    count_backward(ctx, din, dw, M, K, N);
     if (din) {
         if (N <= 0) memset(din, 0, sizeof(float) * (size_t)M * (size_t)K);
         else
@@ -70,8 +75,8 @@ void matmul_backward(OpsContext *ctx, float *din, float *dw, const float *dout, 
 void matmul_backward_add(OpsContext *ctx, float *din, float *dw, const float *dout, const float *in,
                          const float *w, int M, int K, int N) {
     OPS_TIMED(ctx);
-    (void)ctx;
     if (M <= 0 || K <= 0) return;
+    count_backward(ctx, din, dw, M, K, N);
     if (din && N > 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K, 1.0f, din, K);
     weight_grad(dw, dout, in, M, K, N);
