@@ -41,6 +41,10 @@ enum { ATT_BQ = 64, ATT_BK = 128, ATT_LD = ATT_BK + 16, ATT_TB = 16 };
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
+// n columns rounded up to whole 16-float vectors (≤ ATT_LD for n ≤ ATT_BK:
+// a tile row has room for them).
+static inline int whole_vectors(int n) { return (n + 15) / 16 * 16; }
+
 // Keys of the tile [j0, j0 + nk) that query token t sees (keys ≤ t).
 static inline int causal_cols(int t, int j0, int nk) {
     int n = t - j0 + 1;
@@ -52,6 +56,34 @@ static inline float row_max(const float *restrict p, int n, float m) {
 SIMD_MAX_M
     for (int c = 0; c < n; c++) m = p[c] > m ? p[c] : m;
     return m;
+}
+
+// max(m, p[0..nv)), nv whole vectors: per-lane maxima, then a fixed tree
+// (a reduction clause left gcc an in-order scalar tail per row).
+static inline float row_max16(const float *restrict p, int nv, float m) {
+    float lane[16];
+    for (int e = 0; e < 16; e++) lane[e] = m;
+    for (int c = 0; c < nv; c += 16)
+#pragma omp simd
+        for (int e = 0; e < 16; e++) lane[e] = p[c + e] > lane[e] ? p[c + e] : lane[e];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int e = 0; e < w; e++) lane[e] = lane[e + w] > lane[e] ? lane[e + w] : lane[e];
+    return lane[0];
+}
+
+// p[c] = exp(p[c] − mx) over nv whole vectors; returns their sum: per-lane
+// sums, then a fixed tree.
+static inline float exp_sum16(float *restrict p, int nv, float mx) {
+    float lane[16] = {0};
+    for (int c = 0; c < nv; c += 16)
+#pragma omp simd
+        for (int e = 0; e < 16; e++) {
+            p[c + e] = vexp(p[c + e] - mx);
+            lane[e] += p[c + e];
+        }
+    for (int w = 8; w >= 1; w /= 2)
+        for (int e = 0; e < w; e++) lane[e] += lane[e + w];
+    return lane[0];
 }
 
 // ---- the scratch --------------------------------------------------------------------
@@ -147,14 +179,15 @@ static void forward_tile(float *Y, float *lse, float *tile, const float *Q, cons
                     Kt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, 0.0f, S, ATT_LD);
         for (int a = 0; a < mq; a++) {
             float *restrict p = S + (size_t)a * ATT_LD;
-            const int n = causal_cols(i0 + a, j0, nk);  // >= 1 in the first tile: key 0 is seen by all
-            const float mx = row_max(p, n, j0 ? m[a] : -INFINITY);
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int c = 0; c < n; c++) {
-                p[c] = vexp(p[c] - mx);
-                s += p[c];
-            }
+            const int n = causal_cols(i0 + a, j0, nk), nv = whole_vectors(n);  // n >= 1: key 0 is seen by all
+            // Up to whole vectors, so that no column runs the scalar remainder
+            // of the loops (a third of the forward's time at T 256 went to
+            // the diagonal tiles' remainders): the columns past n hold −∞ for
+            // the max, whose exp (the clamped ~1.6e-38) changes no sum ≥ 1,
+            // and are zeroed after.
+            for (int c = n; c < nv; c++) p[c] = -INFINITY;
+            const float mx = row_max16(p, nv, j0 ? m[a] : -INFINITY);
+            const float s = exp_sum16(p, nv, mx);
             memset(p + n, 0, sizeof(float) * (size_t)(nk - n));  // masked: exactly 0
             if (j0 && mx != m[a]) {  // the max grew: rescale what is summed so far
                 const float alpha = vexp(m[a] - mx);
@@ -237,10 +270,14 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
                     dS, ATT_LD);
         for (int a = 0; a < mq; a++) {
             float *restrict p = P + (size_t)a * ATT_LD, *restrict ds = dS + (size_t)a * ATT_LD;
-            const int n = causal_cols(i0 + a, j0, nk);
+            const int n = causal_cols(i0 + a, j0, nk), nv = whole_vectors(n);
             const float L = lse[a], Da = D[a];
+            // Whole vectors, as in the forward: the columns past n give
+            // p = exp(0) = 1 and dS = 1·(D − D) = 0 (no tiny p that would
+            // make dS subnormal); both are zeroed after, to the tile's end.
+            for (int c = n; c < nv; c++) p[c] = L, ds[c] = Da;
 #pragma omp simd
-            for (int c = 0; c < n; c++) {
+            for (int c = 0; c < nv; c++) {
                 p[c] = vexp(p[c] - L);           // P = exp(S − lse)
                 ds[c] = p[c] * (ds[c] - Da);     // dS = P ⊙ (dP − D)
             }
