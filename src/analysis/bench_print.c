@@ -89,18 +89,35 @@ static double prof_ms(const BenchResult *r, const char *name) {
     return 0;
 }
 
-// Where each scheme's step goes: every op that takes >= 1% of some scheme's
-// step, by the first scheme's time; the rest summed; the time outside ops.
-static void print_profile(const BenchPlan *p, const BenchRun *b) {
-    const char *names[OPS_PROFILE_MAX * BENCH_MAX_SCHEMES];
+// The ops (not regions) of every scheme's profile that `keep` accepts in
+// some scheme, each once, in the order first seen: how many (at most cap).
+typedef int (*OpFilter)(const OpsProfileEntry *e, const BenchResult *r);
+static int op_names(const BenchPlan *p, const BenchRun *b, OpFilter keep, const char **names, int cap) {
     int n = 0;
     for (int i = 0; i < p->n; i++)
         for (int q = 0; q < b->r[i].n_prof; q++) {
             const OpsProfileEntry *e = &b->r[i].prof[q];
             int seen = 0;
             for (int k = 0; k < n; k++) seen |= !strcmp(names[k], e->name);
-            if (!e->region && !seen && 1e3 * e->seconds >= 0.01 * b->r[i].prof_step_ms) names[n++] = e->name;
+            if (!e->region && !seen && n < cap && keep(e, &b->r[i])) names[n++] = e->name;
         }
+    return n;
+}
+
+static int takes_a_percent(const OpsProfileEntry *e, const BenchResult *r) {
+    return 1e3 * e->seconds >= 0.01 * r->prof_step_ms;
+}
+
+static int counts_flops(const OpsProfileEntry *e, const BenchResult *r) {
+    (void)r;
+    return e->flops > 0;
+}
+
+// Where each scheme's step goes: every op that takes >= 1% of some scheme's
+// step, by the first scheme's time; the rest summed; the time outside ops.
+static void print_profile(const BenchPlan *p, const BenchRun *b) {
+    const char *names[OPS_PROFILE_MAX * BENCH_MAX_SCHEMES];
+    const int n = op_names(p, b, takes_a_percent, names, OPS_PROFILE_MAX * BENCH_MAX_SCHEMES);
     if (!n) return;
     for (int a = 1; a < n; a++)   // by the first scheme's time, largest first
         for (int c = a; c > 0 && prof_ms(&b->r[0], names[c]) > prof_ms(&b->r[0], names[c - 1]); c--) {
@@ -151,15 +168,8 @@ static double products_only_mfu(const BenchPlan *p, const BenchResult *r) {
 // op, and what the rest of the step costs: the gap between mfu and 1 split
 // into the products' speed on these shapes and the time outside them.
 static void print_products(const BenchPlan *p, const BenchRun *b) {
-    const char *names[OPS_PROFILE_MAX];
-    int n = 0;
-    for (int i = 0; i < p->n; i++)
-        for (int q = 0; q < b->r[i].n_prof; q++) {
-            const OpsProfileEntry *e = &b->r[i].prof[q];
-            int seen = 0;
-            for (int k = 0; k < n; k++) seen |= !strcmp(names[k], e->name);
-            if (!e->region && e->flops > 0 && !seen && n < OPS_PROFILE_MAX) names[n++] = e->name;
-        }
+    const char *names[OPS_PROFILE_MAX * BENCH_MAX_SCHEMES];
+    const int n = op_names(p, b, counts_flops, names, OPS_PROFILE_MAX * BENCH_MAX_SCHEMES);
     if (!n) return;
     printf("the matrix products' rate, GFLOP/s and %% of the sgemm probe between the same steps (the profile's "
            "round; attention counts its causal pairs only):\n%-24s", "op");
