@@ -51,13 +51,6 @@ static inline int causal_cols(int t, int j0, int nk) {
     return n < 0 ? 0 : imin(n, nk);
 }
 
-// max(m, p[0..n))
-static inline float row_max(const float *restrict p, int n, float m) {
-SIMD_MAX_M
-    for (int c = 0; c < n; c++) m = p[c] > m ? p[c] : m;
-    return m;
-}
-
 // max(m, p[0..nv)), nv whole vectors: per-lane maxima, then a fixed tree
 // (a reduction clause left gcc an in-order scalar tail per row).
 static inline float row_max16(const float *restrict p, int nv, float m) {
