@@ -41,10 +41,6 @@ enum { ATT_BQ = 64, ATT_BK = 128, ATT_LD = ATT_BK + 16, ATT_TB = 16 };
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-// n columns rounded up to whole 16-float vectors (≤ ATT_LD for n ≤ ATT_BK:
-// a tile row has room for them).
-static inline int whole_vectors(int n) { return (n + 15) / 16 * 16; }
-
 // Keys of the tile [j0, j0 + nk) that query token t sees (keys ≤ t).
 static inline int causal_cols(int t, int j0, int nk) {
     int n = t - j0 + 1;
@@ -172,8 +168,9 @@ static void forward_tile(float *Y, float *lse, float *tile, const float *Q, cons
                     Kt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, 0.0f, S, ATT_LD);
         for (int a = 0; a < mq; a++) {
             float *restrict p = S + (size_t)a * ATT_LD;
-            const int n = causal_cols(i0 + a, j0, nk), nv = whole_vectors(n);  // n >= 1: key 0 is seen by all
-            // Up to whole vectors, so that no column runs the scalar remainder
+            const int n = causal_cols(i0 + a, j0, nk), nv = (int)round16((size_t)n);  // n >= 1: key 0 is seen by all
+            // Up to whole 16-float vectors (≤ ATT_LD: a tile row has room), so
+            // that no column runs the scalar remainder
             // of the loops (a third of the forward's time at T 256 went to
             // the diagonal tiles' remainders): the columns past n hold −∞ for
             // the max, whose exp (the clamped ~1.6e-38) changes no sum ≥ 1,
@@ -263,7 +260,7 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
                     dS, ATT_LD);
         for (int a = 0; a < mq; a++) {
             float *restrict p = P + (size_t)a * ATT_LD, *restrict ds = dS + (size_t)a * ATT_LD;
-            const int n = causal_cols(i0 + a, j0, nk), nv = whole_vectors(n);
+            const int n = causal_cols(i0 + a, j0, nk), nv = (int)round16((size_t)n);
             const float L = lse[a], Da = D[a];
             // Whole vectors, as in the forward: the columns past n give
             // p = exp(0) = 1 and dS = 1·(D − D) = 0 (no tiny p that would
