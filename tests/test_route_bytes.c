@@ -12,7 +12,9 @@
 //     ⟨dx, x⟩ [n, H] that the gather reads per pair), and each site's
 //     ⟨dx, x⟩ written once;
 //   - the model's zeroing of the dsources rows is added exactly for the
-//     schemes that do not set them (2L+1 rows written);
+//     schemes that neither set them nor keep their own (2L+1 rows
+//     written): none of the modelled ones now, so also for baseline with
+//     the flag cleared;
 //   - block routing with one layer per block reads fewer source rows than
 //     full routing over every sublayer, and more than baseline.
 #include <string.h>
@@ -66,16 +68,35 @@ int main(void) {
     CHECK(m8.read - m1.read == 4 * 4 * w_floats && m8.write - m1.write == 8 * (2 * w_floats + (double)P * n * 7),
           "route_bytes.heads_add_weights", "H 8 - H 1: read %g, write %g; slots %g floats", m8.read - m1.read,
           m8.write - m1.write, w_floats);
-    // baseline sets no source gradient: the wrapper adds the zeroing, the scheme's own count does not have it
+    // The wrapper adds the model's zeroing of the 2L+1 dsources rows to exactly
+    // the schemes that neither write them themselves nor keep their own
+    // (source_grad: the model has none), and nothing else.
+    int modelled = 0;
+    for (int i = 0; i < residual_count(); i++) {
+        const ResidualScheme *s = residual_at(i);
+        if (!s->route_bytes) continue;
+        Config c = shape(s->name, s->heads == HEADS_ANY ? 4 : 1, s->needs_blocks ? 4 : 0);
+        RouteBytes own = s->route_bytes(&c, n), total;
+        residual_route_bytes(s, &c, n, &total);
+        const double want = s->sets_source_grads || s->source_grad ? 0 : 8.0 * P * n * c.hidden_size;
+        char name[96];
+        snprintf(name, sizeof name, "route_bytes.model_zeroing.%s", s->name);
+        CHECK(total.read == own.read && total.write - own.write == want, name, "%s: added %g bytes, want %g",
+              s->name, total.write - own.write, want);
+        modelled++;
+    }
+    // Every modelled scheme writes them now; one that did not would get them added.
+    ResidualScheme unset = residual_baseline;
+    unset.sets_source_grads = 0;
     Config cb = shape("baseline", 1, 0);
-    RouteBytes own = residual_baseline.route_bytes(&cb, n), total = bytes("baseline", 1, 0, n);
+    RouteBytes own = unset.route_bytes(&cb, n), total;
+    residual_route_bytes(&unset, &cb, n, &total);
     CHECK(total.read == own.read && total.write - own.write == 8.0 * P * n * cb.hidden_size,
-          "route_bytes.model_zeroing", "added %g bytes, want %g", total.write - own.write, 8.0 * P * n * cb.hidden_size);
-    Config cm = shape("mhar", 8, 0);
-    RouteBytes mown = residual_mhar.route_bytes(&cm, n);
-    CHECK(mown.read == m8.read && mown.write == m8.write, "route_bytes.no_zeroing_when_set",
-          "mhar sets its source gradients: nothing added (%g vs %g)", m8.write, mown.write);
-    RouteBytes blk = bytes("block", 8, L, n), base = total;
+          "route_bytes.model_zeroing.unset", "added %g bytes, want %g", total.write - own.write,
+          8.0 * P * n * cb.hidden_size);
+    CHECK(modelled >= 4, "route_bytes.model_zeroing_count", "%d schemes modelled", modelled);
+    RouteBytes base = bytes("baseline", 1, 0, n);
+    RouteBytes blk = bytes("block", 8, L, n);
     CHECK(blk.read < m8.read && blk.read > base.read, "route_bytes.block_between",
           "read: baseline %g < block N=L %g < mhar %g", base.read, blk.read, m8.read);
     CHECK_EXIT();

@@ -148,7 +148,7 @@ static void carve_all(Model *m, Carver *cv) {
     // the stride the kernels are measured at (ops.h: off the 4 KiB multiple).
     m->row_floats = route_row_floats(n, d);
     m->sources = carve(cv, rows * m->row_floats);
-    m->dsources = carve(cv, rows * m->row_floats);
+    m->dsources = m->scheme->source_grad ? (carve(cv, 0), NULL) : carve(cv, rows * m->row_floats);
     m->inputs = carve(cv, rows * m->row_floats);
     for (int l = 0; l < L; l++) {
         AttnActs *a = &m->attn[l];
@@ -341,10 +341,15 @@ static void res_write_backward(Model *m, int s) {
     ops_profile_region(m->ctx, "residual", t);
 }
 
+// Where the gradient of source s is: the scheme's row, or dsources row s.
+static float *res_dsource(Model *m, int s) {
+    return m->scheme->source_grad ? m->scheme->source_grad(&m->res, s) : DSRC(m, s);
+}
+
 // dsources starts at 0 unless the scheme's backward sets every row itself.
 static void res_zero_source_grads(Model *m) {
     double t = ops_profile_clock(m->ctx);
-    if (!m->scheme->sets_source_grads)
+    if (m->dsources && !m->scheme->sets_source_grads)
         vec_zero(m->ctx, m->dsources, (size_t)(2 * m->cfg.num_hidden_layers + 1) * m->row_floats);
     ops_profile_region(m->ctx, "residual", t);
 }
@@ -407,16 +412,16 @@ void model_backward(Model *m, float loss_scale) {
     for (int l = L - 1; l >= 0; l--) {
         int s = 2 * l + 1;
         res_write_backward(m, s);
-        mlp_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), res_dx(m, s));
+        mlp_sublayer_backward(m, l, INPUT(m, s), res_dsource(m, s + 1), res_dx(m, s));
         res_read_backward(m, s);
         s = 2 * l;
         res_write_backward(m, s);
-        attention_sublayer_backward(m, l, INPUT(m, s), DSRC(m, s + 1), res_dx(m, s));
+        attention_sublayer_backward(m, l, INPUT(m, s), res_dsource(m, s + 1), res_dx(m, s));
         res_read_backward(m, s);
         grads_ready(m, m->layers[l].in_norm, layer_end(m, l));
     }
     grads_ready(m, layer_end(m, L - 1), m->off_norm);   // the scheme's parameters
-    embedding_backward(m->ctx, G(m, m->off_embed), DSRC(m, 0), m->tokens, n, d, V);
+    embedding_backward(m->ctx, G(m, m->off_embed), res_dsource(m, 0), m->tokens, n, d, V);
     grads_ready(m, 0, m->layers[0].in_norm);
 }
 

@@ -18,19 +18,19 @@ static void baseline_read(Residual *r, int s) {
 
 // x_s = x_{s-1} + o_{s-1}: the total gradient of x_{s-1}'s stream value,
 // d o_{s-1} = dsources[s], equals dx_s(total) = dsources[s+1] + dx_s (for
-// s = 2L the final h has no successor).
+// s = 2L the final h has no successor). Each row is written here before the
+// sublayer backward that reads it, so the model need not zero them.
 static void baseline_read_backward(Residual *r, int s, const float *dx) {
     size_t n = (size_t)r->n_tok * r->cfg->hidden_size;
     int last = 2 * r->cfg->num_hidden_layers;
-    if (s == last) vec_acc(r->ctx, residual_dsource(r, s), dx, n);
+    if (s == last) vec_copy(r->ctx, residual_dsource(r, s), dx, n);
     else vec_add(r->ctx, residual_dsource(r, s), residual_dsource(r, s + 1), dx, n);
 }
 
 // Traffic per step, in rows of n·d floats: read(0) copies one row, reads
-// 1..2L add two rows into a third; backward, read_backward(2L) adds dx into
+// 1..2L add two rows into a third; backward, read_backward(2L) copies dx into
 // its row and the others add two rows into a third:
 //   read = 4·2·(1 + 4L)·n·d,   write = 8·2·(2L + 1)·n·d
-// (residual_route_bytes adds the model's zeroing of the 2L+1 dsources rows).
 static RouteBytes baseline_route_bytes(const Config *c, int n_tok) {
     const double row = (double)n_tok * c->hidden_size, L = c->num_hidden_layers;
     RouteBytes b = {0, 0};
@@ -54,5 +54,6 @@ const ResidualScheme residual_baseline = {
     .write = no_write,
     .read_backward = baseline_read_backward,
     .write_backward = no_write,
+    .sets_source_grads = 1,
     .route_bytes = baseline_route_bytes,
 };

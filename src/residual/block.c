@@ -3,6 +3,11 @@
 // partial sum of the current block (absent at a block's first sublayer).
 // acc[s] is the running sum of the current block up to and including o_s, so
 // p at sublayer s is acc[s-1] and b_j is acc at block j-1's last sublayer.
+// In the backward every acc of block j shares one gradient row, db_{j+1}:
+// dacc[s-1] = dacc[s] + (the route gradient of p at site s), and dacc[s] is
+// not needed once o_s's backward has read it, so the row is updated in
+// place and is also o_s's gradient (source_grad: nothing copied); the final
+// read writes the db rows first (route_backward_set), so nothing is zeroed.
 #include "residual.h"
 
 #include "../kernels/ops.h"
@@ -16,7 +21,7 @@ typedef struct {
     // of block j-1. db: their gradients, alike.
     float *b, *db;
     size_t view;
-    float **acc, **dacc;  // [2L] running block sums (rows of b at a block's end) and gradients
+    float **acc, **dacc;  // [2L] running block sums (rows of b at a block's end); their gradients (db rows)
 } BlockState;
 
 static int block_of(const BlockState *st, int s) { return (s / 2) / st->block_layers; }
@@ -31,11 +36,11 @@ static int block_add_params(ParamTable *t, const Config *c) { return residual_ad
 
 static size_t view_floats(const Config *c, int n_tok) { return ((size_t)n_tok * c->hidden_size + 15) / 16 * 16; }
 
-// Weights, the summaries and their gradients, and a partial sum (and its
-// gradient) for every sublayer that does not end a block.
+// Weights, the summaries and their gradients, and a partial sum for every
+// sublayer that does not end a block.
 static size_t block_act_floats(const Config *c, int n_tok) {
     size_t L = c->num_hidden_layers, sites = 2 * L + 1, nb = residual_n_blocks(c);
-    return sites * (nb + 2) * n_tok * c->attnres_num_heads + 2 * (nb + 1 + 2 * L - nb) * view_floats(c, n_tok);
+    return sites * (nb + 2) * n_tok * c->attnres_num_heads + (2 * (nb + 1) + 2 * L - nb) * view_floats(c, n_tok);
 }
 
 static int block_bind(Residual *r) {
@@ -66,12 +71,11 @@ static int block_bind(Residual *r) {
     st->db = p; p += (size_t)(nb + 1) * st->view;
     for (int s = 0; s < 2 * L; s++) {
         int j = block_of(st, s);
-        if (s == block_end(st, j, L)) {
-            st->acc[s] = st->b + (size_t)(j + 1) * st->view;
-            st->dacc[s] = st->db + (size_t)(j + 1) * st->view;
-        } else {
-            st->acc[s] = p; p += st->view;
-            st->dacc[s] = p; p += st->view;
+        st->dacc[s] = st->db + (size_t)(j + 1) * st->view;
+        if (s == block_end(st, j, L)) st->acc[s] = st->b + (size_t)(j + 1) * st->view;
+        else {
+            st->acc[s] = p;
+            p += st->view;
         }
     }
     return MHAR_OK;
@@ -110,26 +114,22 @@ static void block_read_backward(Residual *r, int s, const float *dx) {
     BlockState *st = r->priv;
     const Config *c = r->cfg;
     int L = c->num_hidden_layers;
-    size_t nd = (size_t)r->n_tok * c->hidden_size;
-    if (s == 2 * L) {  // the first backward call: clear the summary and partial-sum gradients
-        vec_zero(r->ctx, st->db, (size_t)(st->n_blocks + 1) * st->view);
-        for (int k = 0; k < s; k++)
-            if (k != block_end(st, block_of(st, k), L)) vec_zero(r->ctx, st->dacc[k], nd);
-    }
-    route_backward(r->ctx, grads_of(st, s, L), r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx,
-                   st->w[s], sources_of(st, s, L), r->params + st->q[s], r->params + st->g[s], r->n_tok,
-                   c->hidden_size, c->attnres_num_heads, c->rms_norm_eps);
-    if (s == 0) vec_acc(r->ctx, residual_dsource(r, 0), st->db, nd);  // b_0 is emb
+    // The final read, the first backward call, reads every summary: it writes their gradients.
+    (s == 2 * L ? route_backward_set : route_backward)(
+        r->ctx, grads_of(st, s, L), r->grads + st->q[s], r->grads + st->g[s], r->scratch, dx, st->w[s],
+        sources_of(st, s, L), r->params + st->q[s], r->params + st->g[s], r->n_tok, c->hidden_size,
+        c->attnres_num_heads, c->rms_norm_eps);
 }
 
-// acc[s] = acc[s-1] + o_s: its gradient is complete here (every reader of
-// acc[s] comes later); it flows to o_s and to acc[s-1].
-static void block_write_backward(Residual *r, int s) {
+// acc[s] = acc[s-1] + o_s: when o_s's backward reads its gradient (every
+// reader of acc[s] comes later), that is acc[s]'s, and acc[s-1]'s so far,
+// in the same row; source 0 (emb) has b_0's.
+static float *block_source_grad(Residual *r, int s) {
     BlockState *st = r->priv;
-    size_t nd = (size_t)r->n_tok * r->cfg->hidden_size;
-    vec_acc(r->ctx, residual_dsource(r, s + 1), st->dacc[s], nd);
-    if (!first_in_block(st, s)) vec_acc(r->ctx, st->dacc[s - 1], st->dacc[s], nd);
+    return s == 0 ? st->db : st->dacc[s - 1];
 }
+
+static void block_write_backward(Residual *r, int s) { (void)r; (void)s; }
 
 static const float *block_route_weights(const Residual *r, int s, int *n_src) {
     BlockState *st = r->priv;
@@ -141,24 +141,18 @@ static const float *block_route_weights(const Residual *r, int s, int *n_src) {
 // (the completed summaries, b_0, and p inside a block):
 //   forward   b_0 = emb (copy: 1 in, 1 out); each site routes (route_bytes_site);
 //             each write copies o_s (1 in, 1 out) or adds p + o_s (2 in, 1 out)
-//   backward  the summaries' gradients (nb + 1 rows) and the partial sums'
-//             (2L − nb) zeroed; each site routes back; demb += db_0 (1 in, 1
-//             updated); each write_backward adds dacc[s] into d o_s and, in a
-//             block, into dacc[s-1] (1 in, 1 updated each)
+//   backward  each site routes back (the sources' gradients are its rows)
 static RouteBytes block_route_bytes(const Config *c, int n_tok) {
     const int L = c->num_hidden_layers, bl = residual_block_layers(c), nb = residual_n_blocks(c);
     const double row = (double)n_tok * c->hidden_size;
     RouteBytes b = {0, 0};
     route_bytes_add(&b, row, row);                            // b_0 = emb
-    route_bytes_add(&b, 0, (nb + 1 + 2.0 * L - nb) * row);    // the zeroed gradients
-    route_bytes_add(&b, row, row);                            // demb += db_0
     for (int s = 0; s <= 2 * L; s++) {
         const int first = s == 2 * ((s / 2) / bl) * bl;      // first_in_block, from the config
         const int n_src = s == 2 * L ? nb + 1 : (s / 2) / bl + 1 + !first;
         route_bytes_site(&b, n_src, n_tok, c->hidden_size, c->attnres_num_heads);
         if (s == 2 * L) break;
         route_bytes_add(&b, (first ? 1 : 2) * row, row);      // write
-        route_bytes_add(&b, (first ? 1 : 2) * row, (first ? 1 : 2) * row);  // write_backward
     }
     return b;
 }
@@ -178,6 +172,7 @@ const ResidualScheme residual_block = {
     .write = block_write,
     .read_backward = block_read_backward,
     .write_backward = block_write_backward,
+    .source_grad = block_source_grad,
     .release = residual_free_priv,
     .route_weights = block_route_weights,
     .route_bytes = block_route_bytes,

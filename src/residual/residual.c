@@ -61,7 +61,7 @@ int residual_route_bytes(const ResidualScheme *s, const Config *c, int n_tok, Ro
     *out = (RouteBytes){0, 0};
     if (!s->route_bytes) return 0;
     *out = s->route_bytes(c, n_tok);
-    if (!s->sets_source_grads)  // model_backward zeroes every dsources row first
+    if (!s->sets_source_grads && !s->source_grad)  // model_backward zeroes every dsources row first
         route_bytes_add(out, 0, (2.0 * c->num_hidden_layers + 1) * n_tok * c->hidden_size);
     return 1;
 }

@@ -66,9 +66,15 @@ typedef struct {
     // write_backward: before the sublayer backward consumes dsources[s+1];
     // the rows it does not hand to a sublayer are the scheme's until then.
     void (*write_backward)(Residual *r, int s);
+    // Where the gradient of source s is when the model reads it (after
+    // write_backward(s-1); source 0 after the last read_backward), NULL:
+    // dsources row s. A scheme that names rows of its own (block routing:
+    // every partial sum of a block shares its gradient row with o_s) copies
+    // nothing, and the model carves no dsources (NULL).
+    float *(*source_grad)(Residual *r, int s);
     // Set when the scheme writes every dsources row before anything adds to
-    // it (full routing: each in its write_backward, and row 0 in the last
-    // read_backward): the model then skips zeroing them.
+    // it (baseline in read_backward; full routing in write_backward, row 0
+    // in the last read_backward): the model then skips zeroing them.
     int sets_source_grads;
     // Routing schemes only (NULL otherwise): the softmax weights the last
     // forward pass used at site s, [n_src, n_tok, H], and their count; for
@@ -94,7 +100,7 @@ struct Residual {
     int n_tok;               // tokens in the batch (B·T)
     // Three buffers of 2L+1 rows of [n_tok, d], row s at s·row_floats:
     float *sources;          // row 0 = embedding, row s+1 = o_s
-    float *dsources;         // their gradients, zeroed before backward (see sets_source_grads)
+    float *dsources;         // their gradients, zeroed before backward (see sets_source_grads; NULL: source_grad)
     float *inputs;           // x_s, and row 2L = h (final read)
     size_t row_floats;
     const ParamTable *table;
