@@ -66,7 +66,8 @@ typedef struct {
 // (measured on a 2-core AMD EPYC: a bare read of micro's 17 sources ran at
 // 19-22 GB/s row by row, 25-32 GB/s in runs of 64 rows, 26-37 GB/s as one
 // stream). A tile's source rows stay in L2 for the pass that reads them
-// again, while that pass fetches the next tile's into L2 beside them:
+// again, and one of the passes (the forward's first, the backward's second)
+// fetches the next tile's into L2 beside them:
 // TILE_BYTES of rows, a quarter of a 1 MiB L2 (15 tokens for micro's 17
 // sources × d 256). Over the model's 17 reads (tools/route_ab.sh -- 8 40
 // 4096 1), against token by token: tiles of 512 KiB without the fetch ahead
