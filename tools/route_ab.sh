@@ -22,7 +22,7 @@ mkdir -p "$tmp/inc/kernels/cpu"
 git show "$rev:src/kernels/cpu/route_impl.h" > "$tmp/inc/kernels/cpu/route_impl.h"
 # The flags of the Makefile's route objects.
 cc=${CC:-cc}
-flags="-Isrc -std=c11 -O3 -march=native -fopenmp -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno"
+flags="-Isrc -std=c11 -O3 -march=native -fopenmp -fno-trapping-math -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno"
 names() { echo "-Droute_forward=route_forward_$1 -Droute_backward=route_backward_$1 \
 -Droute_backward_set=route_backward_set_$1 -Droute_scratch_floats=route_scratch_floats_$1 -Droute_mix=route_mix_$1"; }
 $cc -I"$tmp/inc" $flags $(names A) -c "$tmp/fa.c" -o "$tmp/fa.o"
