@@ -51,7 +51,7 @@ endif
 
 # The routing kernels are written for fused multiply-adds (see their
 # headers); C11 mode forbids contracting a·b + c unless asked.
-%/kernels/cpu/route_forward.o %/kernels/cpu/route_backward.o %/kernels/cpu/route_source.o: CFLAGS += -ffp-contract=fast
+%/kernels/cpu/route_forward.o %/kernels/cpu/route_backward.o %/kernels/cpu/route_source.o %/kernels/cpu/tile_gemm.o: CFLAGS += -ffp-contract=fast
 # The forward's ρ (1/sqrt) for a tile vectorises only when sqrtf need not set
 # errno (its argument is > 0); tools/route_ab.sh uses the same flags.
 %/kernels/cpu/route_forward.o %/kernels/cpu/route_source.o: CFLAGS += -fno-math-errno

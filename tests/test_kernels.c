@@ -3,13 +3,17 @@
 // finite differences, determinism and accumulation): optional arguments,
 // in-place use, exact zeros, RoPE's inverse and its position offset,
 // attention's causality, its lse, and its backward at several thread counts;
-// the norm's backward at several thread counts.
+// the norm's backward at several thread counts; attention's tile products
+// (tile_gemm) against double sums at every edge of their blocking.
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "check.h"
 #include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/context.h"
+#include "kernels/cpu/tile_gemm.h"
 #include "kernels/ops.h"
 #include "util/common.h"
 
@@ -415,6 +419,60 @@ static void test_profile_flops(void) {
           want[3], n > 6 ? e[6].name : "", n > 6 ? e[6].flops : 0, want[6]);
 }
 
+// tile_gemm against sums in double: m around its 6-row blocks, n around its
+// one- and two-vector panels (8 and 16 floats, or 16 and 32 with AVX-512)
+// and the scalar columns after them, k from 1 up; A row-major and
+// transposed; written and accumulated. Tolerance: 2·(k+1)·FLT_EPSILON·Σ|αab|
+// (+|C|), the bound of a float sum of k products; the columns of C's row
+// stride past n must keep their sentinel.
+static void test_tile_gemm(void) {
+    static const int ms[] = {1, 5, 6, 7, 13, 64}, ns[] = {1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 48, 63, 130},
+                     ks[] = {1, 3, 64, 129};
+    const float alpha = 0.125f, sentinel = 12345.0f;
+    for (int trans = 0; trans < 2; trans++)
+        for (int acc = 0; acc < 2; acc++) {
+            double worst = 0.0;
+            int untouched = 1;
+            char at[64] = "";
+            for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+                for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+                    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) {
+                        const int m = ms[a], n = ns[b], k = ks[c], lda = (trans ? m : k) + 3, ldb = n + 5,
+                                  ldc = n + 7;
+                        float *A = frandn((size_t)(trans ? k : m) * lda, 1.0f), *B = frandn((size_t)k * ldb, 1.0f);
+                        float *C = frandn((size_t)m * ldc, 1.0f), *C0 = fcopy(C, (size_t)m * ldc);
+                        for (int i = 0; i < m; i++)
+                            for (int j = n; j < ldc; j++) C[(size_t)i * ldc + j] = sentinel;
+                        const size_t a_row = trans ? 1 : (size_t)lda, a_col = trans ? (size_t)lda : 1;
+                        tile_gemm(m, n, k, alpha, A, a_row, a_col, B, (size_t)ldb, acc, C, (size_t)ldc);
+                        for (int i = 0; i < m; i++) {
+                            for (int j = 0; j < n; j++) {
+                                double sum = 0.0, mag = 0.0;
+                                for (int p = 0; p < k; p++) {
+                                    const double t = (double)A[i * a_row + p * a_col] * B[(size_t)p * ldb + j];
+                                    sum += t, mag += fabs(t);
+                                }
+                                const double c0 = acc ? C0[(size_t)i * ldc + j] : 0.0;
+                                const double want = c0 + alpha * sum;
+                                const double tol = 2.0 * (k + 1) * FLT_EPSILON * (alpha * mag + fabs(c0));
+                                const double r = fabs(C[(size_t)i * ldc + j] - want) / (tol > 0 ? tol : 1e-30);
+                                if (!(r <= worst)) {
+                                    worst = r;
+                                    snprintf(at, sizeof at, "m %d n %d k %d (%d, %d)", m, n, k, i, j);
+                                }
+                            }
+                            for (int j = n; j < ldc; j++) untouched &= C[(size_t)i * ldc + j] == sentinel;
+                        }
+                        free(A); free(B); free(C); free(C0);
+                    }
+            char name[64];
+            snprintf(name, sizeof name, "tile_gemm_%s_%s", trans ? "a_transposed" : "a_rows",
+                     acc ? "accumulate" : "write");
+            CHECK(worst <= 1.0 && untouched, name, "error %.3g of the tolerance at %s; columns past n %s", worst,
+                  at, untouched ? "untouched" : "written");
+        }
+}
+
 int main(void) {
     test_blas_core();
     test_blas_core_avx512_note();
@@ -440,6 +498,7 @@ int main(void) {
     test_attention_uniform(1, 1, 2, 2, 16);
     test_attention_threads(333, 2, 64);
     test_attention_threads(65, 4, 16);
+    test_tile_gemm();
     test_rmsnorm_threads(1000, 256);  // 15 full chunks and a short one
     test_rmsnorm_threads(333, 64);
     test_xent_in_place(37, 1001, 0);

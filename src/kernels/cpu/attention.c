@@ -7,20 +7,20 @@
 // tiles, and, when the (batch, kv head) groups do not share out evenly over
 // the threads, per-split dk/dv partials.
 // Tiles above the diagonal are skipped, diagonal ones masked per row. Every
-// product is a cblas_sgemm on a tile, which OpenBLAS (openmp build) runs
-// single-threaded inside a parallel region. Each task transposes its kv
-// head's k and v once, so that no product has the form A·Bᵀ: OpenBLAS
-// repacks both operands of that one on every call (no small-matrix kernel),
-// ~1.5x the time of A·B or Aᵀ·B at 64³. One parallel region a pass (no
-// separate transposing pass): on a busy machine every extra fork and join
-// waits for the slowest thread.
-#include <cblas.h>
+// product is a tile_gemm on a tile (tile_gemm.h: register blocks over
+// operands read in place; OpenBLAS, which these used before, spent as much
+// time packing and dispatching as computing at these sizes). Each task
+// transposes its kv head's k and v once, so that every product reads its
+// right operand along rows (A·B or Aᵀ·B, never A·Bᵀ). One parallel region a
+// pass (no separate transposing pass): on a busy machine every extra fork
+// and join waits for the slowest thread.
 #include <math.h>
 #include <string.h>
 
 #include "kernels/ops.h"
 #include "context.h"
 #include "vmath.h"
+#include "tile_gemm.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -29,11 +29,10 @@ static inline int omp_get_max_threads(void) { return 1; }
 static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
-// Query rows × keys of a tile, chosen by measurement (README, "Attention
-// without T×T storage"): against 64 × 64 the wider key tile repacks each
-// query tile fewer times where OpenBLAS has no small-matrix kernels
-// (OPENBLAS_CORETYPE=Haswell: backward 0.6x the time at 100m's T 512) and
-// costs nothing where it has them; 128 query rows were slower on both.
+// Query rows × keys of a tile, chosen by measurement with OpenBLAS's
+// products (README, "Attention without T×T storage"): against 64 × 64 the
+// wider key tile repacked each query tile fewer times (backward 0.6x the
+// time at 100m's T 512 on its Haswell kernels); 128 query rows were slower.
 // ATT_LD: the row stride of tiles and of kt's blocks, padded off a power of
 // two (rows 1 KiB apart would fall into a few cache sets).
 enum { ATT_BQ = 64, ATT_BK = 128, ATT_LD = ATT_BK + 16, ATT_TB = 16 };
@@ -164,8 +163,7 @@ static void forward_tile(float *Y, float *lse, float *tile, const float *Q, cons
     for (int j0 = 0; j0 < i1; j0 += ATT_BK) {
         const int nk = imin(ATT_BK, i1 - j0);
         // S [mq, nk] = scale · Q · K[j0 : j0 + nk]ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq,
-                    Kt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, 0.0f, S, ATT_LD);
+        tile_gemm(mq, nk, hd, scale, Q, ldq, 1, Kt + (size_t)j0 / ATT_BK * hd * ATT_LD, ATT_LD, 0, S, ATT_LD);
         for (int a = 0; a < mq; a++) {
             float *restrict p = S + (size_t)a * ATT_LD;
             const int n = causal_cols(i0 + a, j0, nk), nv = (int)round16((size_t)n);  // n >= 1: key 0 is seen by all
@@ -189,8 +187,7 @@ static void forward_tile(float *Y, float *lse, float *tile, const float *Q, cons
             m[a] = mx;
         }
         // Y (+)= P · V[j0 : j0 + nk]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, 1.0f, S, ATT_LD, V + (size_t)j0 * ldk,
-                    ldk, j0 ? 1.0f : 0.0f, Y, ldq);
+        tile_gemm(mq, hd, nk, 1.0f, S, ATT_LD, 1, V + (size_t)j0 * ldk, ldk, j0 > 0, Y, ldq);
     }
     for (int a = 0; a < mq; a++) {
         const float inv = 1.0f / l[a];
@@ -254,10 +251,8 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
         const int nk = imin(ATT_BK, i1 - j0);
         // S = scale · Q · K[j0:]ᵀ into P; dP = dY · V[j0:]ᵀ into dS (both [mq, nk])
         const size_t blk = (size_t)j0 / ATT_BK * hd * ATT_LD;  // key tile j0's block of kt, vt
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, scale, Q, ldq, Kt + blk, ATT_LD, 0.0f,
-                    P, ATT_LD);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, nk, hd, 1.0f, dY, ldq, Vt + blk, ATT_LD, 0.0f,
-                    dS, ATT_LD);
+        tile_gemm(mq, nk, hd, scale, Q, ldq, 1, Kt + blk, ATT_LD, 0, P, ATT_LD);
+        tile_gemm(mq, nk, hd, 1.0f, dY, ldq, 1, Vt + blk, ATT_LD, 0, dS, ATT_LD);
         for (int a = 0; a < mq; a++) {
             float *restrict p = P + (size_t)a * ATT_LD, *restrict ds = dS + (size_t)a * ATT_LD;
             const int n = causal_cols(i0 + a, j0, nk), nv = (int)round16((size_t)n);
@@ -279,12 +274,9 @@ static void backward_tile(float *dQ, float *dK, float *dV, int ldd, float *tile,
         // leave rounding noise (dq and dk of T = 1 must be 0, not 1e-8).
         if (i0 == 0 && j0 == 0) dS[0] = 0.0f;
         // dV[j0:] += Pᵀ · dY; dK[j0:] += scale · dSᵀ · Q; dQ (+)= scale · dS · K[j0:]
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, 1.0f, P, ATT_LD, dY, ldq, 1.0f,
-                    dV + (size_t)j0 * ldd, ldd);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, mq, scale, dS, ATT_LD, Q, ldq, 1.0f,
-                    dK + (size_t)j0 * ldd, ldd);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, nk, scale, dS, ATT_LD, K + (size_t)j0 * ldk,
-                    ldk, j0 ? 1.0f : 0.0f, dQ, ldq);
+        tile_gemm(nk, hd, mq, 1.0f, P, 1, ATT_LD, dY, ldq, 1, dV + (size_t)j0 * ldd, ldd);
+        tile_gemm(nk, hd, mq, scale, dS, 1, ATT_LD, Q, ldq, 1, dK + (size_t)j0 * ldd, ldd);
+        tile_gemm(mq, hd, nk, scale, dS, ATT_LD, 1, K + (size_t)j0 * ldk, ldk, j0 > 0, dQ, ldq);
     }
 }
 
