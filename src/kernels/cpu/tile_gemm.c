@@ -89,7 +89,19 @@ ROW_BLOCKS(2)
 // k runs in chunks of KC rows; a later chunk adds its alpha-scaled sum to C.
 enum { KC = 256 };
 
-#define PANEL(NV)                                                                                                   static void panel_##NV(int m, int k, float alpha, const float *A, size_t a_row, size_t a_col,                                         const float *B, size_t ldb, int accumulate, float *C, size_t ldc) {                        _Alignas(64) float bp[KC * NV * VW];                                                                            for (int p0 = 0; p0 < k; p0 += KC) {                                                                                const int kc = k - p0 < KC ? k - p0 : KC;                                                                       for (int p = 0; p < kc; p++)                                                                                        for (int v = 0; v < NV; v++)                                                                                        STOREV(bp + (size_t)(p * NV + v) * VW, LOADV(B + (size_t)(p0 + p) * ldb + v * VW));                     row_blocks_##NV(m, kc, alpha, A + (size_t)p0 * a_col, a_row, a_col, bp, NV * VW, accumulate || p0,                               C, ldc);                                                                                    }                                                                                                           }
+#define PANEL(NV)                                                                                          \
+    static void panel_##NV(int m, int k, float alpha, const float *A, size_t a_row, size_t a_col,         \
+                           const float *B, size_t ldb, int accumulate, float *C, size_t ldc) {           \
+        _Alignas(64) float bp[KC * NV * VW];                                                               \
+        for (int p0 = 0; p0 < k; p0 += KC) {                                                               \
+            const int kc = k - p0 < KC ? k - p0 : KC;                                                      \
+            for (int p = 0; p < kc; p++)                                                                   \
+                for (int v = 0; v < NV; v++)                                                               \
+                    STOREV(bp + (size_t)(p * NV + v) * VW, LOADV(B + (size_t)(p0 + p) * ldb + v * VW));    \
+            row_blocks_##NV(m, kc, alpha, A + (size_t)p0 * a_col, a_row, a_col, bp, NV * VW,              \
+                            accumulate || p0, C, ldc);                                                     \
+        }                                                                                                  \
+    }
 PANEL(1)
 PANEL(2)
 #undef PANEL
