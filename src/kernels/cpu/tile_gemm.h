@@ -1,9 +1,10 @@
 // The small products of attention's tiles (attention.c), register-blocked.
 // At attention's shapes (64 × 128 × 64 and the like, one call per tile and
-// thread, inside a parallel region) OpenBLAS's sgemm ran them at 38-49% of
-// the sgemm probe on a Zen 3; these, at 45-55% (README, "Attention's tile
-// products"), with the left operand read in place and the right one's
-// column panels copied into a contiguous block.
+// thread, inside a parallel region) OpenBLAS's sgemm ran the baseline's
+// attention at 40-45% (forward) and 45-53% (backward) of the sgemm probe on
+// a Zen 3 with AVX2; these, at 48-52% and 50-65% (README, "thirty-first
+// session: attention's tile products"), with the left operand read in
+// place and the right one's column panels copied into a contiguous block.
 #pragma once
 #include <stddef.h>
 
