@@ -13,23 +13,21 @@
 // broadcast fit either way.
 #ifdef __AVX512F__
 #define VW 16
-#define SPLAT(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
+#define SPLAT(x) ((vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x})
 #else
 #define VW 8
-#define SPLAT(x) {x, x, x, x, x, x, x, x}
+#define SPLAT(x) ((vf){x, x, x, x, x, x, x, x})
 #endif
 enum { MR = 6 };
 typedef float vf __attribute__((vector_size(VW * sizeof(float))));
 typedef float vfu __attribute__((vector_size(VW * sizeof(float)), aligned(4), may_alias));
 #define LOADV(p) (*(const vfu *)(p))
 #define STOREV(p, x) (*(vfu *)(p) = (x))
-
-// x in every lane (an initialiser list: a loop over the lanes became a
-// chain of inserts, and 0 + x an addition, which −0 forbids dropping).
-static inline vf splat(float x) {
-    const vf v = SPLAT(x);
-    return v;
-}
+// SPLAT(x): x in every lane, x a plain variable. A list, not a loop over the
+// lanes (gcc built a chain of inserts) nor 0 + x (an addition, which −0
+// forbids dropping); a macro, not a function returning a vector, whose ABI
+// changes between builds with and without AVX (the sanitizer and valgrind
+// builds have no -march=native; gcc and clang warn, -Werror).
 
 // The block of rows [0, mr) and columns [0, nv·VW) of C (nv 1 or 2); B
 // points at the block's first column. mr and nv are constants in each
@@ -39,17 +37,18 @@ static inline __attribute__((always_inline)) void block(int mr, int nv, int k, f
                                                         size_t ldb, int accumulate, float *restrict C, size_t ldc) {
     vf acc[MR][2];
     for (int i = 0; i < mr; i++)
-        for (int v = 0; v < nv; v++) acc[i][v] = splat(0.0f);
+        for (int v = 0; v < nv; v++) acc[i][v] = (vf){0};
     for (int p = 0; p < k; p++) {
         vf b[2];
         for (int v = 0; v < nv; v++) b[v] = LOADV(B + (size_t)p * ldb + v * VW);
         const float *a = A + (size_t)p * a_col;
         for (int i = 0; i < mr; i++) {
-            const vf ai = splat(a[(size_t)i * a_row]);
+            const float ax = a[(size_t)i * a_row];
+            const vf ai = SPLAT(ax);
             for (int v = 0; v < nv; v++) acc[i][v] += ai * b[v];
         }
     }
-    const vf al = splat(alpha);
+    const vf al = SPLAT(alpha);
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++) {
             float *c = C + (size_t)i * ldc + v * VW;
