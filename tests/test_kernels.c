@@ -422,10 +422,9 @@ static void test_profile_flops(void) {
 // tile_gemm against sums in double: m around its 6-row blocks, n around its
 // one- and two-vector panels (8 and 16 floats, or 16 and 32 with AVX-512)
 // and the scalar columns after them, k from 1 to past its 256-row panel
-// copies; A row-major and
-// transposed; written and accumulated. Tolerance: 2·(k+1)·FLT_EPSILON·Σ|αab|
-// (+|C|), the bound of a float sum of k products; the columns of C's row
-// stride past n must keep their sentinel.
+// copies; A row-major and transposed; written and accumulated. Tolerance:
+// 2·(k+1)·FLT_EPSILON·(Σ|αab| + |C|), the bound of a float sum of k
+// products; the columns of C's row stride past n must keep their sentinel.
 static void test_tile_gemm(void) {
     static const int ms[] = {1, 5, 6, 7, 13, 64}, ns[] = {1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 48, 63, 130},
                      ks[] = {1, 3, 64, 129, 300};  // 300: past one 256-row panel copy
