@@ -8,6 +8,14 @@
 #pragma once
 #include <stddef.h>
 
+// Column counts that are a multiple of this run in whole vectors (the rest
+// element by element).
+#ifdef __AVX512F__
+#define TILE_GEMM_COLS 16
+#else
+#define TILE_GEMM_COLS 8
+#endif
+
 // C [m, n] (row stride ldc) = alpha · Σ_p A(i, p) B[p, :]  (+ C when
 // accumulate), B [k, n] row-major with row stride ldb, A's element (i, p)
 // at A[i·a_row + p·a_col]: a row-major A [m, k] is (lda, 1), the transpose of
