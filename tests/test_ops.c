@@ -1589,6 +1589,12 @@ static const TestCase CASES[] = {
     {&ROUTE_SRC, {70, 9, 64, 4}, ROUTE_SATURATED, 5e-5, WHY_ROUTE},
     {&ROUTE_SRC, {17, 1, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE_SRC, {17, 100, 256, 8}, ROUTE_RISING, 1e-5, WHY_ROUTE},
+    // route_keys' forms: heads in lanes over two and three head groups and
+    // at width 64; products over k past one 256-row panel copy.
+    {&ROUTE_SRC, {17, 37, 256, 16}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {5, 37, 192, 24}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {5, 37, 512, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {5, 37, 512, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     // route_backward_set: written dsrc
     {&ROUTE_SET, {1, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE_SET, {5, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},

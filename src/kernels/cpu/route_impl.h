@@ -285,46 +285,6 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
     }
 }
 
-// head_dots of one row a against two rows b0 and b1 (out0, out1), bit for
-// bit, each chunk of a loaded once for both: route_keys' dots are bound by
-// their loads (two per multiply-add, one where a is shared).
-INLINE void head_dots_pair(float *restrict out0, float *restrict out1, const float *restrict a,
-                           const float *restrict b0, const float *restrict b1, int H, int hw) {
-    if (hw % 8 != 0) {
-        head_dots(out0, a, b0, H, hw);
-        head_dots(out1, a, b1, H, hw);
-        return;
-    }
-    for (int h0 = 0; h0 < H; h0 += 8) {
-        const int hc = H - h0 < 8 ? H - h0 : 8;
-        v8 v0[8], v1[8];
-        for (int i = 0; i < hc; i++) {
-            const size_t o = (size_t)(h0 + i) * hw;
-            const float *x = a + o, *y0 = b0 + o, *y1 = b1 + o;
-            v8 p[4] = {{0}, {0}, {0}, {0}}, q[4] = {{0}, {0}, {0}, {0}};
-            int k = 0;
-            for (; k + 32 <= hw; k += 32)
-                for (int j = 0; j < 4; j++) {
-                    const v8 xs = LOAD8(x + k + 8 * j);
-                    p[j] += xs * LOAD8(y0 + k + 8 * j);
-                    q[j] += xs * LOAD8(y1 + k + 8 * j);
-                }
-            for (; k < hw; k += 8) {
-                const v8 xs = LOAD8(x + k);
-                p[(k / 8) & 3] += xs * LOAD8(y0 + k);
-                q[(k / 8) & 3] += xs * LOAD8(y1 + k);
-            }
-            v0[i] = (p[0] + p[1]) + (p[2] + p[3]);
-            v1[i] = (q[0] + q[1]) + (q[2] + q[3]);
-        }
-        if (hc == 8) {
-            hsum8x8(out0 + h0, v0);
-            hsum8x8(out1 + h0, v1);
-        } else
-            for (int i = 0; i < hc; i++) out0[h0 + i] = hsum8(&v0[i]), out1[h0 + i] = hsum8(&v1[i]);
-    }
-}
-
 // The four accumulators of head h's dot summed as head_dots sums them:
 // hsum8x8's tree where head_dots has eight heads at once, else hsum8's.
 INLINE float head_sum(const v8 acc[4], int h, int H) {

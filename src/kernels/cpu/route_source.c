@@ -60,51 +60,104 @@ static int gather_tile_tokens(int d) {
 
 // ---- forward: the logits of one source at every reader ------------------------------
 
-// Tokens [t0, t1): their ρ, then in runs of KEYS_RUN_BYTES of source rows,
-// readers two at a time, the logits of the run's tokens: each reader's
-// logits are written as one run and the source rows stay in L1 (the
-// gather's 32 KiB tile does not, beside the readers' qg rows), each source
-// chunk loaded once for both readers: the final read's keys (`bench
-// --kernel route`, from memory, medians of 6 alternated rounds against one
-// reader at a time over the 32 KiB tile) 0.76 -> 0.51 ms at micro H 1,
-// 1.40 -> 1.22 at 100m H 1, 1.07-1.56 -> 0.72-0.86 at micro H 16, the same
-// at H 4 and 8; in the step attnres's route_keys 8.2-9.7 -> 5.5-7.6 ms
-// (micro, eight bench runs).
-// Token by token every token wrote n_rd rows apart (0.92x the time at H 8,
-// 0.80x at H 1 against that; the same bits).
-enum { KEYS_RUN_BYTES = 8 << 10 };
+// Two forms, both summing each logit's terms in a fixed order that does
+// not depend on which readers share a pass (readers with one query get the
+// same bits). They replaced per-(token, reader, head) dot products summed
+// across their lanes by a tree of shuffles, two readers sharing each source
+// load (f823627 to 2026-12-07), which ran at about a fifth of the machine's
+// multiply-add rate: its sums, not its loads, set the pace. Medians of
+// 31-61 alternated pairs of calls, caches flushed between calls or not
+// (a scratch program over libmhar.a, 2-core AMD EPYC Zen 3), time against
+// that form: micro's final read (17 readers, d 256) 0.63-0.65 in cache and
+// 0.74 from memory at H 8 (width 32), 0.73 at H 16; 100m's (25 readers,
+// d 512) at H 8 (width 64) 0.81-0.88 of the product form's time, which
+// matched the old one there; at d 1024, H 8, 0.71-0.78 of the product
+// form's.
+//
+// Heads in lanes (H a multiple of 8, widths a multiple of 8): per token the
+// source row is reordered so that row p of head group g holds element p of
+// its eight heads' slices ([H/8][hw][8], 8 × 8 transposes), as is every
+// reader's qg once per call; a group's eight logits are then hw vertical
+// multiply-adds into four accumulators, with no sum across lanes. Readers
+// two at a time, each reordered source vector loaded once for both.
 
-INLINE void keys_tile_dots(float *rho, const RouteReader *rd, int n_rd, const float *qg, const float *S, int t0,
-                           int t1, int d, int H, int hw, float eps) {
-    for (int t = t0; t < t1; t++) rho[t] = rms_inv(row_sumsq(S + (size_t)t * d, d), d, eps);
-    const size_t fit = KEYS_RUN_BYTES / ((size_t)d * sizeof(float));
-    const int run = fit < 1 ? 1 : (int)fit;
-    for (int r0 = t0; r0 < t1; r0 += run) {
-        const int r1 = r0 + run < t1 ? r0 + run : t1;
-        int j = 0;
-        for (; j + 2 <= n_rd; j += 2) {
-            const float *qa = qg + (size_t)j * qg_floats(d), *qb = qa + qg_floats(d);
-            for (int t = r0; t < r1; t++) {
-                float *la = rd[j].lg + (size_t)t * H, *lb = rd[j + 1].lg + (size_t)t * H;
-                head_dots_pair(la, lb, S + (size_t)t * d, qa, qb, H, hw);
-                for (int h = 0; h < H; h++) la[h] *= rho[t], lb[h] *= rho[t];
-            }
-        }
-        for (; j < n_rd; j++)
-            for (int t = r0; t < r1; t++) {
-                float *lg = rd[j].lg + (size_t)t * H;
-                head_dots(lg, S + (size_t)t * d, qg + (size_t)j * qg_floats(d), H, hw);
-                for (int h = 0; h < H; h++) lg[h] *= rho[t];
-            }
+// The 8 × 8 block at src (row stride `stride`) transposed into dst [8][8].
+INLINE void transpose8x8(float *restrict dst, const float *restrict src, size_t stride) {
+    v8 r[8];
+    for (int i = 0; i < 8; i++) r[i] = LOAD8(src + i * stride);
+#define LO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13)
+#define HI(a, b) __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15)
+#define EVEN2(a, b) __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13)
+#define ODD2(a, b) __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15)
+    // Lane pairs, then quads: u_c holds column c in its low half, c + 4 in its high.
+    const v8 t0 = LO(r[0], r[1]), t1 = HI(r[0], r[1]), t2 = LO(r[2], r[3]), t3 = HI(r[2], r[3]);
+    const v8 t4 = LO(r[4], r[5]), t5 = HI(r[4], r[5]), t6 = LO(r[6], r[7]), t7 = HI(r[6], r[7]);
+    const v8 u[8] = {EVEN2(t0, t2), ODD2(t0, t2), EVEN2(t1, t3), ODD2(t1, t3),
+                     EVEN2(t4, t6), ODD2(t4, t6), EVEN2(t5, t7), ODD2(t5, t7)};
+#undef LO
+#undef HI
+#undef EVEN2
+#undef ODD2
+    for (int c = 0; c < 4; c++) {
+        STORE8(dst + 8 * c, __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+        STORE8(dst + 8 * (c + 4), __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15));
     }
 }
 
-// The wide heads' form: per head h the logits of a tile are one small
-// product, L_h [tile, n_rd] = S_h [tile, hw] · QGᵀ_h [hw, n_rd] (column j
-// reader j's qg slice; tile_gemm), then scaled by ρ and scattered into the
-// readers' slots. Each logit sums its hw terms in order, one fused
-// multiply-add each, the same for every reader, where keys_tile_dots spends
-// a tree of sums and shuffles on every (token, reader, head).
+// out [H/8][hw][8] = row x [d] with eight heads in the lanes: lane i of row p
+// of group g is x[(8g + i)·hw + p].
+INLINE void heads_in_lanes(float *restrict out, const float *restrict x, int d, int hw) {
+    for (int g = 0; g < d / (8 * hw); g++)
+        for (int p0 = 0; p0 < hw; p0 += 8)
+            transpose8x8(out + ((size_t)g * hw + p0) * 8, x + (size_t)g * 8 * hw + p0, (size_t)hw);
+}
+
+// Head group g's eight logits of one reordered row st at n readers (1 or 2;
+// qg rows ld apart), ρ-scaled, into out[0], out[1].
+INLINE void group_logits(float *const out[2], const float *restrict st, const float *restrict qg, size_t ld, int n,
+                         int hw, float rho) {
+    v8 a[2][4] = {{{0}, {0}, {0}, {0}}, {{0}, {0}, {0}, {0}}};
+    for (int p = 0; p < hw; p += 4) // hw a multiple of 8: constant indices keep a[][] in registers
+        for (int q = 0; q < 4; q++) {
+            const v8 x = LOAD8(st + 8 * (p + q));
+            for (int i = 0; i < n; i++) a[i][q] += x * LOAD8(qg + i * ld + 8 * (p + q));
+        }
+    const v8 r = {rho, rho, rho, rho, rho, rho, rho, rho};
+    for (int i = 0; i < n; i++) STORE8(out[i], r * ((a[i][0] + a[i][1]) + (a[i][2] + a[i][3])));
+}
+
+// Tokens [t0, t1): ρ and every reader's logits, token by token; qgr the
+// readers' reordered qg (rows qg_floats(d) apart), st [d] this thread's.
+INLINE void keys_tile_lanes(float *rho, const RouteReader *rd, int n_rd, const float *qgr, float *st, const float *S,
+                            int t0, int t1, int d, int H, int hw, float eps) {
+    const size_t ld = qg_floats(d);
+    for (int t = t0; t < t1; t++) {
+        const float *s = S + (size_t)t * d;
+        rho[t] = rms_inv(row_sumsq(s, d), d, eps);
+        heads_in_lanes(st, s, d, hw);
+        for (int g = 0; g < H / 8; g++) {
+            const size_t og = (size_t)g * hw * 8, slot = (size_t)t * H + 8 * (size_t)g;
+            int j = 0;
+            for (; j + 2 <= n_rd; j += 2) {
+                float *const out[2] = {rd[j].lg + slot, rd[j + 1].lg + slot};
+                group_logits(out, st + og, qgr + (size_t)j * ld + og, ld, 2, hw, rho[t]);
+            }
+            if (j < n_rd) {
+                float *const out[2] = {rd[j].lg + slot, NULL};
+                group_logits(out, st + og, qgr + (size_t)j * ld + og, ld, 1, hw, rho[t]);
+            }
+        }
+    }
+}
+
+// Otherwise (attnres' H 1, the head counts 2 and 4, widths off the vector)
+// one product per head and tile:
+// L_h [tile, n_rd] = S_h [tile, hw] · QGᵀ_h [hw, n_rd] (column j reader j's
+// qg slice; tile_gemm), scaled by ρ and scattered into the readers' slots.
+// Against the old form: micro's final read 0.70 at H 1 (width 256), 0.94 at
+// H 2 and 4; 100m's 0.80 at H 1. At widths of 32 and below its per-head
+// products are too short for their set-up and scatter (1.30 the old form's
+// time at width 32), which only H 2 or 4 on a small model would meet.
 
 // QGᵀ [d, ldr] from the readers' q and g, its padding columns zero.
 static const float *readers_keys_transposed(float *qgt, const RouteReader *rd, int n_rd, int d) {
@@ -133,21 +186,13 @@ static void keys_tile_gemm(float *rho, const RouteReader *rd, int n_rd, const fl
     }
 }
 
-// Head widths from this on take the product form (keys_tile_gemm). In one
-// process, alternated, caches flushed between calls (medians of 31 pairs,
-// time against keys_tile_dots): micro's final read (17 readers, d 256) 0.70
-// at width 256 (H 1), 0.94-0.95 at 64 and 128, but 1.30 at 32 and 1.47 at
-// 16, where each head's product is too short for its set-up and the
-// scatter; 100m's (25 readers, d 512) 0.80 at 512, 1.00 at 64.
-enum { KEYS_GEMM_WIDTH = 64 };
-
 void route_keys(OpsContext *ctx, float *rho, const RouteReader *rd, int n_rd, float *scratch,
                 const float *S, int n_tok, int d, int H, float eps) {
     OPS_TIMED(ctx);
     (void)ctx;
     if (n_rd <= 0) return;
     const int hw = d / H, tile = gather_tile_tokens(d), n_tiles = (n_tok + tile - 1) / tile;
-    if (hw >= KEYS_GEMM_WIDTH) {
+    if (H % 8 || hw % 8) { // wide heads: products
         const float *qgt = readers_keys_transposed(scratch, rd, n_rd, d);
         float *prod = scratch + (size_t)keys_ld(n_rd) * d;
 #pragma omp parallel
@@ -161,13 +206,23 @@ void route_keys(OpsContext *ctx, float *rho, const RouteReader *rd, int n_rd, fl
         }
         return;
     }
-    const float *qg = readers_key_weights(scratch, rd, n_rd, d);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < n_tiles; i++) {
-        const int t0 = i * tile, t1 = t0 + tile < n_tok ? t0 + tile : n_tok;
-#define KEYS(HW) keys_tile_dots(rho, rd, n_rd, qg, S, t0, t1, d, H, HW, eps)
-        DISPATCH_HW(hw, KEYS)
+    // Eight heads in the lanes of a vector.
+    float *qgr = scratch, *st = scratch + readers_floats(n_rd, d);
+    for (int j = 0; j < n_rd; j++) {
+        float *row = st; // q ⊙ g, then reordered into its slot
+        key_weight(row, rd[j].q, rd[j].g, d);
+        heads_in_lanes(qgr + (size_t)j * qg_floats(d), row, d, hw);
+    }
+#pragma omp parallel
+    {
+        float *mine = st + (size_t)omp_get_thread_num() * qg_floats(d);
+#pragma omp for schedule(static)
+        for (int i = 0; i < n_tiles; i++) {
+            const int t0 = i * tile, t1 = t0 + tile < n_tok ? t0 + tile : n_tok;
+#define KEYS(HW) keys_tile_lanes(rho, rd, n_rd, qgr, mine, S, t0, t1, d, H, HW, eps)
+            DISPATCH_HW(hw, KEYS)
 #undef KEYS
+        }
     }
 }
 
