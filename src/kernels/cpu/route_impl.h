@@ -325,6 +325,8 @@ INLINE void add_key_grads(float *dq, float *dg, const float *q, const float *g, 
     dg[k] += q[k] * zk;
 }
 
-// The by-source kernels' scratch (route_source.c): qg of every reader, then
-// per thread the readers' dq/dg partials; route_scratch_floats covers it.
+// The by-source kernels' scratch (route_source.c): the readers' key weights
+// (route_keys: transposed or reordered), then per thread route_keys'
+// products or reordered row, or route_gather's dq/dg partials;
+// route_scratch_floats covers it.
 size_t route_source_scratch_floats(int n_rd, int d);

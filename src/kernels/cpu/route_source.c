@@ -192,7 +192,7 @@ void route_keys(OpsContext *ctx, float *rho, const RouteReader *rd, int n_rd, fl
     (void)ctx;
     if (n_rd <= 0) return;
     const int hw = d / H, tile = gather_tile_tokens(d), n_tiles = (n_tok + tile - 1) / tile;
-    if (H % 8 || hw % 8) { // wide heads: products
+    if (H % 8 || hw % 8) { // products (keys_tile_gemm)
         const float *qgt = readers_keys_transposed(scratch, rd, n_rd, d);
         float *prod = scratch + (size_t)keys_ld(n_rd) * d;
 #pragma omp parallel
