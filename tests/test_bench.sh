@@ -456,3 +456,18 @@ else fail route_ab_builds_and_runs "rc=$rc: $(cat "$W/ab.out" "$W/ab.err" | head
 tools/route_ab.sh -- 7 2 64 >"$W/ab_bad.out" 2>&1; rc=$?
 if [ $rc -eq 2 ] && grep -q "usage: route_ab" "$W/ab_bad.out"; then pass route_ab_refuses_bad_heads
 else fail route_ab_refuses_bad_heads "rc=$rc: $(cat "$W/ab_bad.out")"; fi
+
+# tools/source_ab.sh: the same for route_keys and route_gather; the two
+# builds' outputs must agree to rounding (their sums may run in other orders).
+for k in gather keys; do
+    tools/source_ab.sh -- $k 8 2 5 64 256 cache >"$W/sab_$k.out" 2>"$W/sab_$k.err"; rc=$?
+    if [ $rc -eq 0 ] && grep -q "^route_$k, 5 readers x 64 tokens x d 256, H 8, in cache, 2 rounds" "$W/sab_$k.out" &&
+       grep -Eq "^A +[0-9.]+ ms +B +[0-9.]+ ms +B/A [0-9]+\.[0-9]{3} +\(B - A: [0-9.e+-]+ of the largest output\)$" "$W/sab_$k.out" &&
+       ! grep -q "B/A 0.000" "$W/sab_$k.out" &&
+       awk '/B - A:/ { e = $(NF - 4); ok = (e + 0 < 1e-3) } END { exit !ok }' "$W/sab_$k.out"; then
+        pass source_ab_${k}_builds_and_agrees
+    else fail source_ab_${k}_builds_and_agrees "rc=$rc: $(cat "$W/sab_$k.out" "$W/sab_$k.err" | head -c 1500)"; fi
+done
+tools/source_ab.sh -- gather 7 2 5 64 256 >"$W/sab_bad.out" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "usage: source_ab" "$W/sab_bad.out"; then pass source_ab_refuses_bad_heads
+else fail source_ab_refuses_bad_heads "rc=$rc: $(cat "$W/sab_bad.out")"; fi

@@ -341,12 +341,12 @@ static void route_bwd_either(Backend *be, Case *c, int set, int tail) {
 // Full routing source by source (route_keys, route_mix, route_dx_keep,
 // route_gather) as one read: the same op as route_forward/backward. The
 // keys go to three readers (the read uses the first; the others' must be the
-// same logits: route_keys takes readers in pairs, the third alone), and the
-// gradient is gathered from three readers that split dx as 1/4 + 1/4 + 1/2:
-// it is linear in dx, so they sum to the one read's;
-// the gather's first-reader write and later-reader adds run, its readers in
-// a pair and one left over (gather_tile_pairs at widths 8 and 16), and
-// route_dx_keep's copy (readers 0 and 2) and its in-place form (reader 1).
+// same logits: route_keys takes readers in pairs, the third alone). Source
+// n's gradient is gathered from R = 3 + n % 5 readers that split dx as
+// 1/2 + 1/4 + ... + 2^-(R-1) + 2^-(R-1): it is linear in dx, so they sum to
+// the one read's. So the gather's groups of four readers run whole and with
+// 0-3 left over (R 3-7), its first group's write and later groups' adds;
+// route_dx_keep's copy (every reader but 1) and its in-place form (reader 1).
 static void route_src_keys(Backend *be, Case *c, float *lg, float *lg2, float *rho, float *scratch) {
     int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
     float *lg3 = scratch_nan((size_t)N * T * H);
@@ -370,28 +370,29 @@ static void route_src_fwd(Backend *be, Case *c) {
     route_mix(be->ctx, c->out[0], c->out[1], lg, (RouteSources){c->in[0], (size_t)T * d, N, NULL}, T, d, H);
     free(lg), free(lg2), free(rho), free(scratch);
 }
+enum { SRC_READERS = 7 }; // the most readers of a source in route_src_bwd
 static void route_src_bwd(Backend *be, Case *c) {
     int N = c->p[0], T = c->p[1], d = c->p[2], H = c->p[3];
     float *lg = scratch_nan((size_t)N * T * H), *lg2 = scratch_nan((size_t)N * T * H);
-    float *rho = scratch_nan((size_t)N * T), *scratch = scratch_nan(route_scratch_floats(be->ctx, N > 3 ? N : 3, d, H)); // 3 readers
-    float *dx = scratch_nan((size_t)3 * T * d), *keep = scratch_nan((size_t)3 * T * d);
-    float *cc = scratch_nan((size_t)3 * T * H);
+    float *rho = scratch_nan((size_t)N * T);
+    float *scratch = scratch_nan(route_scratch_floats(be->ctx, N > SRC_READERS ? N : SRC_READERS, d, H));
+    float *dx = scratch_nan((size_t)SRC_READERS * T * d), *keep = scratch_nan((size_t)SRC_READERS * T * d);
+    float *cc = scratch_nan((size_t)SRC_READERS * T * H);
     route_src_keys(be, c, lg, lg2, rho, scratch);
-    static const float share[3] = {0.25f, 0.25f, 0.5f};
-    for (int r = 0; r < 3; r++)
-        for (size_t i = 0; i < (size_t)T * d; i++) dx[r * T * d + i] = share[r] * c->dout[0][i];
-    // Readers 0 and 2 keep a copy; reader 1's dx is already where it is kept (keep = dx).
-    for (int r = 0; r < 3; r++)
-        route_dx_keep(be->ctx, (r == 1 ? dx : keep) + (size_t)r * T * d, cc + (size_t)r * T * H,
-                      dx + (size_t)r * T * d, c->out[0], T, d, H);
     for (int n = 0; n < N; n++) {
+        const int R = 3 + n % 5;
         const size_t slot = (size_t)n * T * H;
-        RouteReader rd[3];
-        for (int r = 0; r < 3; r++)
-            rd[r] = (RouteReader){.q = c->in[1], .g = c->in[2], .lg = lg + slot, .w = c->out[1] + slot,
-                                  .dx = (r == 1 ? dx : keep) + (size_t)r * T * d, .c = cc + (size_t)r * T * H,
-                                  .dq = c->din[1], .dg = c->din[2]};
-        route_gather(be->ctx, c->din[0] + (size_t)n * T * d, rd, 3, scratch, c->in[0] + (size_t)n * T * d,
+        RouteReader rd[SRC_READERS];
+        for (int r = 0; r < R; r++) {
+            const float share = ldexpf(1.0f, -(r + 1 < R ? r + 1 : R - 1)); // 1/2, 1/4, ..., the last two equal
+            float *dxr = dx + (size_t)r * T * d, *kept = (r == 1 ? dx : keep) + (size_t)r * T * d;
+            for (size_t i = 0; i < (size_t)T * d; i++) dxr[i] = share * c->dout[0][i];
+            // Reader 1's dx is already where it is kept (keep = dx); the others keep a copy.
+            route_dx_keep(be->ctx, kept, cc + (size_t)r * T * H, dxr, c->out[0], T, d, H);
+            rd[r] = (RouteReader){.q = c->in[1], .g = c->in[2], .lg = lg + slot, .w = c->out[1] + slot, .dx = kept,
+                                  .c = cc + (size_t)r * T * H, .dq = c->din[1], .dg = c->din[2]};
+        }
+        route_gather(be->ctx, c->din[0] + (size_t)n * T * d, rd, R, scratch, c->in[0] + (size_t)n * T * d,
                      rho + (size_t)n * T, T, d, H);
     }
     free(lg), free(lg2), free(rho), free(scratch), free(dx), free(keep), free(cc);
@@ -1595,6 +1596,12 @@ static const TestCase CASES[] = {
     {&ROUTE_SRC, {5, 37, 192, 24}, ROUTE_SPREAD, 1e-5, WHY_ROUTE},
     {&ROUTE_SRC, {5, 37, 512, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE_SRC, {5, 37, 512, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
+    // route_gather's second pass spread over the next tile's first (two or
+    // more tiles a thread): at H 1 and 8, and at width 40 (a head's dot with
+    // an odd vector, column blocks across heads, a last block of 8 columns).
+    {&ROUTE_SRC, {9, 200, 256, 1}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {9, 200, 256, 8}, ROUTE_SATURATED, 1e-5, WHY_ROUTE},
+    {&ROUTE_SRC, {5, 100, 200, 5}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     // route_backward_set: written dsrc
     {&ROUTE_SET, {1, 37, 64, 1}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},
     {&ROUTE_SET, {5, 37, 64, 8}, ROUTE_RANDOM, 1e-5, WHY_ROUTE},

@@ -49,7 +49,7 @@ static Tmp thread_tmp(float *base, int n_src, int d, int H) {
 size_t route_scratch_floats(OpsContext *ctx, int n_src, int d, int H) {
     (void)ctx;
     const size_t own = qg_floats(d) + (size_t)omp_get_max_threads() * thread_floats(n_src, d, H),
-                 by_source = route_source_scratch_floats(n_src, d);
+                 by_source = route_source_scratch_floats(n_src, d, H);
     return own > by_source ? own : by_source;
 }
 

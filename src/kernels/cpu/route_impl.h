@@ -96,23 +96,6 @@ static inline void prefetch_row_l2(const float *p, int d, int write) {
         else __builtin_prefetch(p + k, 0, 1);
 }
 
-// Fetch the row [d] at p into L1, some rows ahead of its use within a run
-// that the next tile's fetch already brought into L2: from L2 each line
-// still cost a wait where the per-row work could not cover it (perf: the
-// gather's time sat on the first load of each dx line).
-static inline void prefetch_row_l1(const float *p, int d) {
-    for (int k = 0; k < d; k += 16) __builtin_prefetch(p + k, 0, 3);
-}
-
-// How many rows ahead prefetch_row_l1 goes: about 4 KiB. Micro's 17
-// gathers (d 256, 4 rows): 0.76x the time at H 1, 0.85 at H 4, 0.80 at H 8,
-// 0.85 at H 16 (both builds in one process, caches flushed between calls;
-// 1, 2, 6 and 10 rows no better, S and dS rows fetched as well no better).
-static inline int l1_ahead_rows(int d) {
-    const int r = 4096 / (d * (int)sizeof(float));
-    return r < 1 ? 1 : r;
-}
-
 // Source n's row of token t, and its gradient row.
 INLINE const float *src_row(const Args *A, int n, int t) {
     const float *row = A->S.tail && n == A->n_src - 1 ? A->S.tail : A->S.base + (size_t)n * A->S.stride;
@@ -261,15 +244,14 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
             v8 v[8];
             for (int i = 0; i < hc; i++) {
                 const float *x = a + (size_t)(h0 + i) * hw, *y = b + (size_t)(h0 + i) * hw;
-                v8 acc[4] = {{0}, {0}, {0}, {0}};
-                // Whole 32-float steps first, as the k-indexed acc[] ran at half
-                // speed for a runtime hw (attnres: hw = d; route_keys at micro,
-                // 17 readers, 1.72 -> 0.82 ms). Chunk i still goes to acc[i & 3].
+                v8 acc[2] = {{0}, {0}};
                 int k = 0;
-                for (; k + 32 <= hw; k += 32)
-                    for (int j = 0; j < 4; j++) acc[j] += LOAD8(x + k + 8 * j) * LOAD8(y + k + 8 * j);
-                for (; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(x + k) * LOAD8(y + k);
-                v[i] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                for (; k + 16 <= hw; k += 16) {
+                    acc[0] += LOAD8(x + k) * LOAD8(y + k);
+                    acc[1] += LOAD8(x + k + 8) * LOAD8(y + k + 8);
+                }
+                if (k < hw) acc[0] += LOAD8(x + k) * LOAD8(y + k);
+                v[i] = acc[0] + acc[1];
             }
             if (hc == 8) hsum8x8(out + h0, v);
             else
@@ -283,35 +265,6 @@ INLINE void head_dots(float *restrict out, const float *restrict a, const float 
         for (int k = 0; k < hw; k++) s += x[k] * y[k];
         out[h] = s;
     }
-}
-
-// The four accumulators of head h's dot summed as head_dots sums them:
-// hsum8x8's tree where head_dots has eight heads at once, else hsum8's.
-INLINE float head_sum(const v8 acc[4], int h, int H) {
-    const v8 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    if (H - h / 8 * 8 < 8) return hsum8(&v);
-    const v8 p = v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
-    const v8 q = p + __builtin_shufflevector(p, p, 2, 3, 0, 1, 6, 7, 4, 5);
-    return q[0] + q[4];
-}
-
-// Head h's Σ a_k b_k over [hw], bit for bit head_dots' sum for that head
-// (the same accumulators, and hsum8x8's tree where head_dots has eight
-// heads at once, else hsum8's), for loops that use the slice right after
-// its dot. The gather needs it exact: its ⟨dx, S⟩ must cancel route_dx_keep's
-// ⟨dx, x⟩ where one source has all the weight.
-INLINE float head_dot(const float *restrict a, const float *restrict b, int h, int H, int hw) {
-    if (hw % 8 == 0) {
-        v8 acc[4] = {{0}, {0}, {0}, {0}};
-        int k = 0;
-        for (; k + 32 <= hw; k += 32)
-            for (int j = 0; j < 4; j++) acc[j] += LOAD8(a + k + 8 * j) * LOAD8(b + k + 8 * j);
-        for (; k < hw; k += 8) acc[(k / 8) & 3] += LOAD8(a + k) * LOAD8(b + k);
-        return head_sum(acc, h, H);
-    }
-    float s = 0;
-    for (int k = 0; k < hw; k++) s += a[k] * b[k];
-    return s;
 }
 
 // Coordinate k of dq and dg from the per-thread partials z (thread i's at
@@ -329,4 +282,4 @@ INLINE void add_key_grads(float *dq, float *dg, const float *q, const float *g, 
 // (route_keys: transposed or reordered), then per thread route_keys'
 // products or reordered row, or route_gather's dq/dg partials;
 // route_scratch_floats covers it.
-size_t route_source_scratch_floats(int n_rd, int d);
+size_t route_source_scratch_floats(int n_rd, int d, int H);

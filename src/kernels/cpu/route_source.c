@@ -33,29 +33,33 @@ static size_t keys_floats(int n_rd, int d) {
     return (size_t)keys_ld(n_rd) * ((size_t)d + (size_t)omp_get_max_threads() * TILE_MAX);
 }
 
-// route_gather's: the readers' qg rows, then per thread z [n_rd] rows, the
-// readers' dq/dg partials.
-size_t route_source_scratch_floats(int n_rd, int d) {
-    const size_t gather = readers_floats(n_rd, d) * (1 + (size_t)omp_get_max_threads());
+// Tokens per tile of the gather: 32 KiB of source rows (32 tokens at d
+// 256), its S and dS rows held in cache while the readers' dx rows pass.
+// (Measured with one dx stream and its rows fetched ahead: micro's 17
+// readers × 4096 tokens took 3.4-3.6 ms a call at 32 or 64 tokens, 3.7-4.2
+// at 15.) route_keys walks the same tiles.
+enum { GATHER_TILE_BYTES = 32 << 10 };
+
+static int gather_tile_tokens(int d) {
+    const size_t fit = GATHER_TILE_BYTES / ((size_t)d * sizeof(float));
+    return fit < TILE_MIN ? TILE_MIN : fit > TILE_MAX ? TILE_MAX : (int)fit;
+}
+
+// route_gather's: the readers' qg rows, then per thread z [n_rd] rows (the
+// readers' dq/dg partials), then per thread a tile's u [tile, n_rd, H].
+static size_t gather_u_floats(int n_rd, int d, int H) {
+    return ((size_t)n_rd * gather_tile_tokens(d) * H + PAD - 1) / PAD * PAD;
+}
+
+size_t route_source_scratch_floats(int n_rd, int d, int H) {
+    const size_t gather = readers_floats(n_rd, d) * (1 + (size_t)omp_get_max_threads()) +
+                          (size_t)omp_get_max_threads() * gather_u_floats(n_rd, d, H);
     return gather > keys_floats(n_rd, d) ? gather : keys_floats(n_rd, d);
 }
 
 static const float *readers_key_weights(float *qg, const RouteReader *rd, int n_rd, int d) {
     for (int j = 0; j < n_rd; j++) key_weight(qg + (size_t)j * qg_floats(d), rd[j].q, rd[j].g, d);
     return qg;
-}
-
-// Tokens per tile of the gather: 32 KiB of source rows (32 tokens at d
-// 256), its S and dS rows held in cache while each reader's dx rows pass
-// in one run. With the next tile's dx rows fetched into L2 meanwhile, micro's
-// 17 readers × 4096 tokens (2 threads) took 3.4-3.6 ms a call at 32 or 64
-// tokens (3.7-4.2 at 15), 4.8-5.8 ms without the fetch. route_keys walks
-// the same tiles.
-enum { GATHER_TILE_BYTES = 32 << 10 };
-
-static int gather_tile_tokens(int d) {
-    const size_t fit = GATHER_TILE_BYTES / ((size_t)d * sizeof(float));
-    return fit < TILE_MIN ? TILE_MIN : fit > TILE_MAX ? TILE_MAX : (int)fit;
 }
 
 // ---- forward: the logits of one source at every reader ------------------------------
@@ -251,159 +255,247 @@ typedef struct {
     int n_rd, n_tok, d, H;
 } Gather;
 
-// The tile's dS rows −= β S, β = (ρ²/d) κ from κ_t = Σ_j,h dℓ ℓ (kappa[t − t0]).
-INLINE void subtract_beta(const Gather *G, const float *kappa, int t0, int t1) {
-    for (int t = t0; t < t1; t++) {
-        const float rho = G->rho[t], beta = (rho * kappa[t - t0]) * rho / (float)G->d; // ρ·κ first: bounded
-        const float *restrict s = G->S + (size_t)t * G->d;
-        float *restrict ds = G->dS + (size_t)t * G->d;
-        for (int k = 0; k < G->d; k++) ds[k] -= beta * s[k];
-    }
-}
+// The gather, per tile of tokens, in two passes.
+//
+// The first streams the readers' dx, GATHER_GROUP readers at a time over
+// the tile's tokens: every (token, reader, head)'s dot a = ⟨dx, S⟩, summed
+// exactly as head_dots sums it (route_dx_keep's c must cancel it where one
+// source has all the weight), becomes u = ρ w (a − c) in ub, its dℓ ℓ
+// goes into κ, and dS = Σ_j w dx, the dS row loaded and stored once for
+// the group. Four rows read at once keep more of them in flight than one:
+// a bare read of micro's 17 dx arrays in this order took 0.59-0.69x the
+// time of one reader after another (2-core AMD EPYC Zen 3, tiles of 32
+// tokens). With four streams the hardware fetches ahead by itself; fetching
+// each row into L2 and L1 in software, as the one-stream form did, cost
+// more in instructions than it saved (the first pass in L2: 0.78-0.93 ns a
+// reader and vector without, 1.20-1.32 with). Each reader's w, c and ℓ
+// rows ([n_tok, H], a short run per token) are fetched into L1 a few
+// tokens ahead: without it their loads took about a sixth of the pass's
+// samples from memory (perf, micro H 8).
+//
+// The second adds the terms that need u: z_j += Σ_t u S_t (two readers' z
+// columns in registers over the tile's tokens) and dS_t += Σ_j u qg_j − β S_t
+// (two tokens' dS columns in registers over the readers), column block by
+// column block. It reads no memory the first did not bring in, so each
+// tile's second pass runs spread over the next tile's first, a share of its
+// blocks after each group of readers: run on its own it left the memory
+// idle (micro's final read, H 8: 4.3 ms a call for the first pass alone
+// from memory, 5.8 with the second after it, both with rows of readers
+// two at a time).
+//
+// Against the one-pass gather it replaced (c281b6c: per (token, reader,
+// head) the dot, its sum across lanes, then the z and dS updates, z and dS
+// loaded and stored for every reader and token, one dx stream), micro's
+// final read (17 readers, 4096 tokens), medians of 21 alternated pairs of
+// calls after a 256 MB read, a scratch program over libmhar.a:
+// 0.82-0.90x the time at H 1, 0.89-1.07x at H 8 (this host's noise is
+// about ±5% between runs); with 512 tokens in cache 0.74-0.88x at H 8.
+enum {
+    GATHER_GROUP = 2, // readers a first-pass step streams at once
+    HEAD_AHEAD = 4,   // tokens ahead for the w, c, ℓ rows
+};
 
-// The gather reads dx as one stream: the tile's rows of reader 0, of reader
-// 1, ..., then the next tile's. While at reader j's row t it fetches into L2
-// the row l2_ahead readers on in that stream (reader j + l2_ahead's row t,
-// or past the last reader the row of a later tile), and into L1 the row
-// `ahead` tokens on, or past the tile's end the first rows of reader
-// next_j, which runs over the tile next (0.92x the time at H 1, 0.97-0.99
-// at H 8). gather_tile fetches GATHER_L2_AHEAD readers on (~128 KiB of
-// stream); it used to fetch the same reader's row in the next tile, a
-// whole pass over the readers ahead (up to 800 KiB at 100m's 25 readers),
-// and the rows were evicted from L2 before their turn: over the final
-// read's gather (bench --kernel route, four alternated rounds) four
-// readers on took 0.81x the time at 100m H 1, 0.67x at H 8, 0.72-0.73x at
-// micro H 1 and 4, 0.87-0.93x at nano H 1 and 4 (two or eight readers on:
-// the same as four). gather_pair keeps a whole pass ahead (l2_ahead =
-// n_rd): four readers on took 1.04x at micro H 16, 1.02x at nano H 8.
-enum { GATHER_L2_AHEAD = 4 };
-
-// Where reader j's L2 fetch reads (once per reader, not per token): the dx
-// of the reader l2_ahead on in the stream, *rows tokens later (whole tiles,
-// past the last reader).
-INLINE const float *l2_stream_dx(const Gather *G, int j, int l2_ahead, int nt, int *rows) {
-    const int q = j + l2_ahead;
-    *rows = q / G->n_rd * nt;
-    return G->rd[q % G->n_rd].dx;
-}
-
-INLINE void fetch_dx_ahead(const Gather *G, const float *dxt, const float *l2_dx, int l2_rows, int next_j, int t,
-                           int t1, int nt, int ahead) {
-    const int d = G->d;
-    if (t + l2_rows < G->n_tok) prefetch_row_l2(l2_dx + (size_t)(t + l2_rows) * d, d, 0);
-    if (t + ahead < t1) prefetch_row_l1(dxt + (size_t)ahead * d, d);
-    else if (next_j < G->n_rd && t + ahead - nt < t1)
-        prefetch_row_l1(G->rd[next_j].dx + (size_t)(t + ahead - nt) * d, d);
-}
-
-// Tokens [t0, t1) = a tile, reader by reader, each over the tile's tokens;
-// z [n_rd] rows of qg_floats(d), this thread's dq/dg partials. Each head's
-// updates follow its own dot, so that its slices of S and dx are used again
-// from registers: micro's 17 gathers took 0.84-0.88 of the time of eight
-// dots first and then the updates at H 8, 0.80 at H 4, 0.74-0.76 at H 16,
-// 0.88-0.95 at H 1 (both builds in one process, caches flushed between
-// calls); the same bits at H 1, 4 and 8. Tried: all the tile's dots first,
-// then z summed over the tile's tokens and dS over the readers in
-// registers: no faster (5.5 ms against 4.8-5.8 for this, both without the
-// fetch ahead). Again with the dS sum Σ_j w dx taken in the dot's pass and
-// the u terms (Σ_j u qg, Σ_t u S) as small register-blocked products after
-// it: 1.11-1.17x the time at H 4 and 8, and its first pass alone took as
-// long as all of this: the gather waits on its dx rows, not on its
-// arithmetic (perf: the time sat on each dx line's first load, until
-// prefetch_row_l1).
-INLINE void gather_tile(float *restrict z, const Gather *G, int t0, int t1, int hw) {
-    const int d = G->d, H = G->H, nt = t1 - t0, ahead = l1_ahead_rows(d);
-    const size_t ld = qg_floats(d);
-    float kappa[TILE_MAX] = {0}; // Σ_j,h dℓ ℓ per token
-    for (int j = 0; j < G->n_rd; j++) {
-        const RouteReader *r = &G->rd[j];
-        const float *restrict qg = G->qg + (size_t)j * ld;
-        float *restrict zj = z + (size_t)j * ld;
-        int l2_rows;
-        const float *l2_dx = l2_stream_dx(G, j, GATHER_L2_AHEAD, nt, &l2_rows);
-        for (int t = t0; t < t1; t++) {
-            const float *restrict s = G->S + (size_t)t * d, *restrict dxt = r->dx + (size_t)t * d;
-            const float *wt = r->w + (size_t)t * H, *ct = r->c + (size_t)t * H, *lt = r->lg + (size_t)t * H;
-            float *restrict ds = G->dS + (size_t)t * d;
-            const float rho = G->rho[t];
-            fetch_dx_ahead(G, dxt, l2_dx, l2_rows, j + 1, t, t1, nt, ahead);
-            float kt = 0;
-            for (int h = 0; h < H; h++) {
-                const int o = h * hw;
-                const float wh = wt[h], dl = wh * (head_dot(dxt + o, s + o, h, H, hw) - ct[h]), u = rho * dl;
-                kt += dl * lt[h];
-                for (int k = 0; k < hw; k++) zj[o + k] += u * s[o + k];
-                if (j == 0) // the first reader writes the row
-                    for (int k = 0; k < hw; k++) ds[o + k] = wh * dxt[o + k] + u * qg[o + k];
-                else
-                    for (int k = 0; k < hw; k++) ds[o + k] += wh * dxt[o + k] + u * qg[o + k];
-            }
-            kappa[t - t0] += kt;
-        }
-    }
-    subtract_beta(G, kappa, t0, t1);
-}
-
-// The same for head widths 8 and 16, readers two at a time: a head's
-// slices of S and of dS are loaded (and dS stored) once for both, where at
-// these widths they cost as much as a reader's own dx, qg and z slices and
-// the per-head scalars. Micro's 17 gathers at H 16 (width 16): 0.45 of the
-// time of gather_tile (both builds in one process, caches flushed between
-// calls); at width 32 the same time, at 64 1.07x (gather_tile there). Each
-// dS and z element sums in the same order as in gather_tile.
-INLINE void gather_pair(float *restrict z, float *restrict kappa, const Gather *G, int j0, int nr, int t0,
-                        int t1, int hw) {
-    const int d = G->d, H = G->H, nt = t1 - t0, V = hw / 8, ahead = l1_ahead_rows(d);
-    const size_t ld = qg_floats(d);
-    const float *l2_dx[2];
-    int l2_rows[2];
-    for (int i = 0; i < nr; i++) l2_dx[i] = l2_stream_dx(G, j0 + i, G->n_rd, nt, &l2_rows[i]);
+// The first pass, readers j0 .. j0 + NR − 1 (NR ≤ GATHER_GROUP, a literal)
+// over tokens [t0, t1): ub gets u at [t − t0][j][h], kappa[t − t0] the dℓ ℓ.
+INLINE void gather_dx_pass(float *restrict ub, float *restrict kappa, const Gather *G, int j0, int NR, int t0,
+                           int t1, int hw) {
+    const int d = G->d, H = G->H, n_rd = G->n_rd;
+    const RouteReader *r[GATHER_GROUP];
+    for (int n = 0; n < NR; n++) r[n] = &G->rd[j0 + n];
     for (int t = t0; t < t1; t++) {
         const float *restrict s = G->S + (size_t)t * d;
         float *restrict ds = G->dS + (size_t)t * d;
-        const float rho = G->rho[t];
-        const float *dxt[2], *qg[2];
-        float *zj[2];
-        for (int i = 0; i < nr; i++) {
-            dxt[i] = G->rd[j0 + i].dx + (size_t)t * d;
-            qg[i] = G->qg + (size_t)(j0 + i) * ld;
-            zj[i] = z + (size_t)(j0 + i) * ld;
-            fetch_dx_ahead(G, dxt[i], l2_dx[i], l2_rows[i], j0 + nr + i, t, t1, nt, ahead); // the next pair's
-        }
-        float kt[2] = {0, 0};
-        for (int h = 0; h < H; h++) {
-            const int o = h * hw;
-            const size_t th = (size_t)t * H + h;
-            v8 sv[8], dsv[8];
-            for (int v = 0; v < V; v++) sv[v] = LOAD8(s + o + 8 * v);
-            for (int i = 0; i < nr; i++) {
-                const RouteReader *r = &G->rd[j0 + i];
-                v8 acc[4] = {{0}, {0}, {0}, {0}};
-                for (int v = 0; v < V; v++) acc[v & 3] += LOAD8(dxt[i] + o + 8 * v) * sv[v];
-                const float wh = r->w[th], dl = wh * (head_sum(acc, h, H) - r->c[th]), u = rho * dl;
-                kt[i] += dl * r->lg[th];
-                for (int v = 0; v < V; v++) STORE8(zj[i] + o + 8 * v, LOAD8(zj[i] + o + 8 * v) + u * sv[v]);
-                for (int v = 0; v < V; v++) {
-                    const v8 g = wh * LOAD8(dxt[i] + o + 8 * v) + u * LOAD8(qg[i] + o + 8 * v);
-                    if (i) dsv[v] += g;
-                    else if (j0) { // a row the earlier readers wrote
-                        const v8 prev = LOAD8(ds + o + 8 * v);
-                        dsv[v] = prev + g;
-                    } else dsv[v] = g;
+        const float *restrict dx[GATHER_GROUP];
+        for (int n = 0; n < NR; n++) dx[n] = r[n]->dx + (size_t)t * d;
+        const size_t th = (size_t)t * H;
+        if (t + HEAD_AHEAD < G->n_tok)
+            for (int n = 0; n < NR; n++) {
+                __builtin_prefetch(r[n]->w + th + HEAD_AHEAD * H, 0, 3);
+                __builtin_prefetch(r[n]->c + th + HEAD_AHEAD * H, 0, 3);
+                __builtin_prefetch(r[n]->lg + th + HEAD_AHEAD * H, 0, 3);
+            }
+        float kt = 0;
+        v8 ktv = {0};
+        for (int h0 = 0; h0 < H; h0 += 8) {
+            const int hc = H - h0 < 8 ? H - h0 : 8;
+            float dot[GATHER_GROUP][8];
+            v8 hv[GATHER_GROUP][8];
+            for (int i = 0; i < hc; i++) {
+                const int o = (h0 + i) * hw;
+                float w[GATHER_GROUP];
+                for (int n = 0; n < NR; n++) w[n] = r[n]->w[th + h0 + i];
+                if (hw % 8) { // scalar, as head_dots' scalar sum
+                    for (int n = 0; n < NR; n++) {
+                        float a = 0;
+                        for (int k = o; k < o + hw; k++) a += dx[n][k] * s[k];
+                        dot[n][i] = a;
+                    }
+                    for (int k = o; k < o + hw; k++) {
+                        float g = j0 ? ds[k] : 0.0f;
+                        for (int n = 0; n < NR; n++) g += w[n] * dx[n][k];
+                        ds[k] = g;
+                    }
+                    continue;
+                }
+                // The dots, each S load shared by the group (head_dots' two
+                // accumulators: even and odd vectors); then dS += Σ w dx over
+                // the slice, its dx again from L1 (in the same loop: no faster,
+                // 15 registers live).
+                v8 a[GATHER_GROUP][2] = {{{0}, {0}}};
+                int k = 0;
+                for (; k + 16 <= hw; k += 16) {
+                    const v8 x0 = LOAD8(s + o + k), x1 = LOAD8(s + o + k + 8);
+                    for (int n = 0; n < NR; n++) a[n][0] += LOAD8(dx[n] + o + k) * x0;
+                    for (int n = 0; n < NR; n++) a[n][1] += LOAD8(dx[n] + o + k + 8) * x1;
+                }
+                if (k < hw) {
+                    const v8 x0 = LOAD8(s + o + k);
+                    for (int n = 0; n < NR; n++) a[n][0] += LOAD8(dx[n] + o + k) * x0;
+                }
+                for (int n = 0; n < NR; n++) hv[n][i] = a[n][0] + a[n][1];
+                for (k = o; k < o + hw; k += 8) {
+                    v8 g = w[0] * LOAD8(dx[0] + k);
+                    for (int n = 1; n < NR; n++) g += w[n] * LOAD8(dx[n] + k);
+                    if (j0) g += LOAD8(ds + k);
+                    STORE8(ds + k, g);
                 }
             }
-            for (int v = 0; v < V; v++) STORE8(ds + o + 8 * v, dsv[v]);
+            if (hw % 8 == 0)
+                for (int n = 0; n < NR; n++) {
+                    if (hc == 8) hsum8x8(dot[n], hv[n]);
+                    else
+                        for (int i = 0; i < hc; i++) dot[n][i] = hsum8(&hv[n][i]);
+                }
+            for (int n = 0; n < NR; n++) {
+                float *u = ub + ((size_t)(t - t0) * n_rd + j0 + n) * H + h0;
+                const float *wr = r[n]->w + th + h0, *cr = r[n]->c + th + h0, *lr = r[n]->lg + th + h0;
+                if (hc == 8) { // eight heads' dℓ and u as one vector
+                    const v8 dl = LOAD8(wr) * (LOAD8(dot[n]) - LOAD8(cr));
+                    STORE8(u, G->rho[t] * dl);
+                    ktv += dl * LOAD8(lr);
+                    continue;
+                }
+                for (int i = 0; i < hc; i++) {
+                    const float dl = wr[i] * (dot[n][i] - cr[i]);
+                    u[i] = G->rho[t] * dl;
+                    kt += dl * lr[i];
+                }
+            }
         }
-        for (int i = 0; i < nr; i++) kappa[t - t0] += kt[i];
+        kappa[t - t0] += kt + hsum8(&ktv);
     }
 }
 
-INLINE void gather_tile_pairs(float *restrict z, const Gather *G, int t0, int t1, int hw) {
+// The second pass over columns [k0, k0 + 8·V) (V vectors, within whole
+// heads' lanes: hw a multiple of 8): z of readers j, j + 1 over the tile's
+// tokens; then dS of tokens t, t + 1 over the readers, less β S. ONE: the
+// columns lie in one head (hw a multiple of 32), one u per reader and token.
+INLINE void gather_u_cols(float *restrict z, const float *restrict ub, const float *kappa, const Gather *G,
+                          int t0, int t1, int k0, int V, int ONE) {
+    const int d = G->d, H = G->H, hw = d / H, n_rd = G->n_rd;
+    const size_t ld = qg_floats(d);
+    int hq[4];
+    for (int q = 0; q < V; q++) hq[q] = ONE ? k0 / hw : (k0 + 8 * q) / hw;
+    // The tile's S columns, contiguous: a column block of rows d floats
+    // apart sits in few L1 sets, and each pair of readers reads it again.
+    v8 sb[TILE_MAX][4];
+    for (int t = t0; t < t1; t++)
+        for (int q = 0; q < V; q++) sb[t - t0][q] = LOAD8(G->S + (size_t)t * d + k0 + 8 * q);
+    for (int j = 0; j < n_rd; j += 2) {
+        const int nr = n_rd - j < 2 ? 1 : 2;
+        float *z0 = z + (size_t)j * ld + k0, *z1 = z + (size_t)(j + nr - 1) * ld + k0;
+        v8 a0[4], a1[4];
+        for (int q = 0; q < V; q++) a0[q] = LOAD8(z0 + 8 * q), a1[q] = LOAD8(z1 + 8 * q);
+        for (int t = t0; t < t1; t++) {
+            const v8 *s = sb[t - t0];
+            const float *u0 = ub + ((size_t)(t - t0) * n_rd + j) * H, *u1 = u0 + (size_t)(nr - 1) * H;
+            if (ONE) {
+                const float b0 = u0[hq[0]], b1 = u1[hq[0]];
+                for (int q = 0; q < V; q++) {
+                    const v8 x = s[q];
+                    a0[q] += b0 * x;
+                    a1[q] += b1 * x;
+                }
+            } else
+                for (int q = 0; q < V; q++) {
+                    const v8 x = s[q];
+                    a0[q] += u0[hq[q]] * x;
+                    a1[q] += u1[hq[q]] * x;
+                }
+        }
+        for (int q = 0; q < V; q++) STORE8(z0 + 8 * q, a0[q]);
+        if (nr == 2)
+            for (int q = 0; q < V; q++) STORE8(z1 + 8 * q, a1[q]);
+    }
+    for (int t = t0; t < t1; t += 2) {
+        const int nt = t1 - t < 2 ? 1 : 2;
+        const float *u0 = ub + (size_t)(t - t0) * n_rd * H, *u1 = ub + (size_t)(t + nt - 1 - t0) * n_rd * H;
+        v8 a0[4] = {{0}, {0}, {0}, {0}}, a1[4] = {{0}, {0}, {0}, {0}};
+        for (int j = 0; j < n_rd; j++) {
+            const float *qg = G->qg + (size_t)j * ld + k0, *uj0 = u0 + (size_t)j * H, *uj1 = u1 + (size_t)j * H;
+            if (ONE) {
+                const float b0 = uj0[hq[0]], b1 = uj1[hq[0]];
+                for (int q = 0; q < V; q++) {
+                    const v8 x = LOAD8(qg + 8 * q);
+                    a0[q] += b0 * x;
+                    a1[q] += b1 * x;
+                }
+            } else
+                for (int q = 0; q < V; q++) {
+                    const v8 x = LOAD8(qg + 8 * q);
+                    a0[q] += uj0[hq[q]] * x;
+                    a1[q] += uj1[hq[q]] * x;
+                }
+        }
+        for (int n = 0; n < nt; n++) {
+            const int tn = t + n;
+            const float rho = G->rho[tn], beta = (rho * kappa[tn - t0]) * rho / (float)d; // ρ·κ first: bounded
+            const float *s = G->S + (size_t)tn * d + k0;
+            float *ds = G->dS + (size_t)tn * d + k0;
+            for (int q = 0; q < V; q++)
+                STORE8(ds + 8 * q, LOAD8(ds + 8 * q) + (n ? a1[q] : a0[q]) - beta * LOAD8(s + 8 * q));
+        }
+    }
+}
+
+// The second pass for any width, element by element.
+static void gather_u_scalar(float *restrict z, const float *restrict ub, const float *kappa, const Gather *G,
+                            int t0, int t1) {
+    const int d = G->d, H = G->H, hw = d / H, n_rd = G->n_rd;
+    const size_t ld = qg_floats(d);
+    for (int t = t0; t < t1; t++) {
+        const float *s = G->S + (size_t)t * d, *u = ub + (size_t)(t - t0) * H * n_rd;
+        const float rho = G->rho[t], beta = (rho * kappa[t - t0]) * rho / (float)d;
+        float *ds = G->dS + (size_t)t * d;
+        for (int k = 0; k < d; k++) {
+            float acc = 0;
+            for (int j = 0; j < n_rd; j++) {
+                const float uk = u[(size_t)j * H + k / hw];
+                z[(size_t)j * ld + k] += uk * s[k];
+                acc += uk * G->qg[(size_t)j * ld + k];
+            }
+            ds[k] = ds[k] + acc - beta * s[k];
+        }
+    }
+}
+
+// Tokens [t0, t1) = a tile: the first pass GATHER_GROUP readers at a time,
+// then the second, column block by column block (blocks of 32 columns, then
+// of 8).
+INLINE void gather_tile(float *restrict z, float *restrict ub, const Gather *G, int t0, int t1, int hw) {
+    const int n_rd = G->n_rd, d = G->d;
     float kappa[TILE_MAX] = {0}; // Σ_j,h dℓ ℓ per token
     int j = 0;
-    for (; j + 2 <= G->n_rd; j += 2) gather_pair(z, kappa, G, j, 2, t0, t1, hw);
-    if (j < G->n_rd) gather_pair(z, kappa, G, j, 1, t0, t1, hw);
-    subtract_beta(G, kappa, t0, t1);
+    for (; j + GATHER_GROUP <= n_rd; j += GATHER_GROUP) gather_dx_pass(ub, kappa, G, j, GATHER_GROUP, t0, t1, hw);
+    _Static_assert(GATHER_GROUP == 2, "at most one reader left over");
+    if (j < n_rd) gather_dx_pass(ub, kappa, G, j, 1, t0, t1, hw);
+    if (hw % 8) {
+        gather_u_scalar(z, ub, kappa, G, t0, t1);
+        return;
+    }
+    int k = 0;
+    for (; k + 32 <= d; k += 32) gather_u_cols(z, ub, kappa, G, t0, t1, k, 4, hw % 32 == 0);
+    for (; k < d; k += 8) gather_u_cols(z, ub, kappa, G, t0, t1, k, 1, 0);
 }
 
 void route_gather(OpsContext *ctx, float *dS, const RouteReader *rd, int n_rd, float *scratch,
@@ -418,22 +510,19 @@ void route_gather(OpsContext *ctx, float *dS, const RouteReader *rd, int n_rd, f
                       .dS = dS, .n_rd = n_rd, .n_tok = n_tok, .d = d, .H = H};
     float *part = scratch + readers_floats(n_rd, d);
     const size_t per = readers_floats(n_rd, d), ld = qg_floats(d);
+    float *u_all = part + (size_t)omp_get_max_threads() * per;
     const int hw = d / H, tile = gather_tile_tokens(d), n_tiles = (n_tok + tile - 1) / tile;
 #pragma omp parallel
     {
         const int nthr = omp_get_num_threads();
         float *z = part + (size_t)omp_get_thread_num() * per;
+        float *ub = u_all + (size_t)omp_get_thread_num() * gather_u_floats(n_rd, d, H);
         memset(z, 0, per * sizeof(float));
 #pragma omp for schedule(static)
         for (int i = 0; i < n_tiles; i++) {
             const int t0 = i * tile, t1 = t0 + tile < n_tok ? t0 + tile : n_tok;
-#define GATHER(HW) gather_tile(z, &G, t0, t1, HW)
-#define GATHER_PAIRS(HW) gather_tile_pairs(z, &G, t0, t1, HW)
-            if (hw == 8) GATHER_PAIRS(8);
-            else if (hw == 16) GATHER_PAIRS(16);
-            else
-                DISPATCH_HW(hw, GATHER)
-#undef GATHER_PAIRS
+#define GATHER(HW) gather_tile(z, ub, &G, t0, t1, HW)
+            DISPATCH_HW(hw, GATHER)
 #undef GATHER
         }
         // Implicit barrier above; reduce the partials in fixed thread order.
