@@ -262,34 +262,38 @@ typedef struct {
 // exactly as head_dots sums it (route_dx_keep's c must cancel it where one
 // source has all the weight), becomes u = ρ w (a − c) in ub, its dℓ ℓ
 // goes into κ, and dS = Σ_j w dx, the dS row loaded and stored once for
-// the group. Four rows read at once keep more of them in flight than one:
-// a bare read of micro's 17 dx arrays in this order took 0.59-0.69x the
-// time of one reader after another (2-core AMD EPYC Zen 3, tiles of 32
-// tokens). With four streams the hardware fetches ahead by itself; fetching
-// each row into L2 and L1 in software, as the one-stream form did, cost
-// more in instructions than it saved (the first pass in L2: 0.78-0.93 ns a
-// reader and vector without, 1.20-1.32 with). Each reader's w, c and ℓ
-// rows ([n_tok, H], a short run per token) are fetched into L1 a few
-// tokens ahead: without it their loads took about a sixth of the pass's
-// samples from memory (perf, micro H 8).
+// the group. Rows read two or four at once keep more lines in flight than
+// one reader after another: a bare read of micro's 17 dx arrays in this
+// order took 0.74x (two) and 0.59-0.69x (four) the time of one at a time
+// (2-core AMD EPYC Zen 3, tiles of 32 tokens). In the gather two at a time
+// was as fast as four or faster (micro H 8 0.93-0.98 of four's time, 100m
+// H 8 0.90, H 1 the same) and keeps fewer registers live. The hardware
+// fetches these streams ahead by itself; fetching each dx row into L2 and
+// L1 in software, as the one-stream form did, cost more in instructions
+// than it saved (the first pass in L2: 0.78-0.93 ns a reader and vector
+// without, 1.20-1.32 with). Each reader's w, c and ℓ rows ([n_tok, H], a
+// short run per token) are fetched into L1 a few tokens ahead: without it
+// their loads took about a sixth of the pass's samples from memory (perf,
+// micro H 8).
 //
 // The second adds the terms that need u: z_j += Σ_t u S_t (two readers' z
 // columns in registers over the tile's tokens) and dS_t += Σ_j u qg_j − β S_t
 // (two tokens' dS columns in registers over the readers), column block by
-// column block. It reads no memory the first did not bring in, so each
-// tile's second pass runs spread over the next tile's first, a share of its
-// blocks after each group of readers: run on its own it left the memory
-// idle (micro's final read, H 8: 4.3 ms a call for the first pass alone
-// from memory, 5.8 with the second after it, both with rows of readers
-// two at a time).
+// column block. Spread over the next tile's first pass instead (a share of
+// its blocks after each group of readers, so that memory works meanwhile)
+// it measured within the harness's noise (four readers a group, micro H 8:
+// 1.02-1.04x the old form's time, against 1.04-1.08x after the first pass;
+// H 1 0.82x both), so the simpler order stayed.
 //
 // Against the one-pass gather it replaced (c281b6c: per (token, reader,
 // head) the dot, its sum across lanes, then the z and dS updates, z and dS
-// loaded and stored for every reader and token, one dx stream), micro's
-// final read (17 readers, 4096 tokens), medians of 21 alternated pairs of
-// calls after a 256 MB read, a scratch program over libmhar.a:
-// 0.82-0.90x the time at H 1, 0.89-1.07x at H 8 (this host's noise is
-// about ±5% between runs); with 512 tokens in cache 0.74-0.88x at H 8.
+// loaded and stored for every reader and token, one dx stream with its rows
+// fetched ahead), tools/source_ab.sh -a c281b6c (41 alternated pairs of
+// calls after a 256 MiB read; an A/A run reads 0.98-1.01): micro's final
+// read (17 readers, 4096 tokens, d 256) 0.83-0.89x the time at H 8,
+// 0.71-0.74x at H 1, 0.82-0.85x at H 16, 0.91-0.92x at H 2 and 4; 100m's
+// (25 readers, 2048 tokens, d 512) 0.73-0.79x at H 8, 0.69-0.76x at H 1;
+// nano's (13, d 128) 0.88-0.93x; micro's with 512 tokens in cache 0.73x.
 enum {
     GATHER_GROUP = 2, // readers a first-pass step streams at once
     HEAD_AHEAD = 4,   // tokens ahead for the w, c, ℓ rows
