@@ -263,9 +263,9 @@ typedef struct {
 // source has all the weight), becomes u = ρ w (a − c) in ub, its dℓ ℓ
 // goes into κ, and dS = Σ_j w dx, the dS row loaded and stored once for
 // the group. Rows read two or four at once keep more lines in flight than
-// one reader after another: a bare read of micro's 17 dx arrays in this
-// order took 0.74x (two) and 0.59-0.69x (four) the time of one at a time
-// (2-core AMD EPYC Zen 3, tiles of 32 tokens). In the gather two at a time
+// one reader after another: a bare read of 16-18 dx arrays of micro's
+// size in this order took 0.74-0.77x (two) and 0.59-0.62x (four) the time
+// of one at a time (2-core AMD EPYC Zen 3, tiles of 32 tokens). In the gather two at a time
 // was as fast as four or faster (micro H 8 0.93-0.98 of four's time, 100m
 // H 8 0.90, H 1 the same) and keeps fewer registers live. The hardware
 // fetches these streams ahead by itself; fetching each dx row into L2 and
