@@ -236,7 +236,9 @@ static inline const float *key_weight(float *scratch, const float *q, const floa
 
 // out [H] = Σ_{k∈h} a_k b_k over the head slices of rows a, b [H·hw]: eight
 // heads at a time through hsum8x8 when hw is a multiple of 8 (the route
-// kernels' common widths), four accumulators within a slice.
+// kernels' common widths), two accumulators within a slice (even and odd
+// vectors). route_gather's dots sum exactly so: its ⟨dx, S⟩ must cancel
+// route_dx_keep's ⟨dx, x⟩ where one source has all the weight.
 INLINE void head_dots(float *restrict out, const float *restrict a, const float *restrict b, int H, int hw) {
     if (hw % 8 == 0) {
         for (int h0 = 0; h0 < H; h0 += 8) {
@@ -280,6 +282,6 @@ INLINE void add_key_grads(float *dq, float *dg, const float *q, const float *g, 
 
 // The by-source kernels' scratch (route_source.c): the readers' key weights
 // (route_keys: transposed or reordered), then per thread route_keys'
-// products or reordered row, or route_gather's dq/dg partials;
-// route_scratch_floats covers it.
+// products or reordered row, or route_gather's dq/dg partials and a tile's
+// u; route_scratch_floats covers it.
 size_t route_source_scratch_floats(int n_rd, int d, int H);
