@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "kernels/ops.h"
+#include "ab_common.h"
 
 #define KERNELS(V)                                                                                              \
     void route_forward_##V(OpsContext *, float *, float *, float *, RouteSources, const float *, const float *, \
@@ -24,24 +25,6 @@
     size_t route_scratch_floats_##V(OpsContext *, int, int, int);
 KERNELS(A)
 KERNELS(B)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static float uniform(void) { return rand() / (float)RAND_MAX - 0.5f; }
 
 enum { MAX_ROUNDS = 1000, COPIES = 4 };
 

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "kernels/ops.h"
+#include "ab_common.h"
 
 #define KERNELS(V)                                                                                              \
     void route_gather_##V(OpsContext *, float *, const RouteReader *, int, float *, const float *, const float *, \
@@ -25,24 +26,6 @@
                         float);
 KERNELS(A)
 KERNELS(B)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static float uniform(void) { return rand() / (float)RAND_MAX - 0.5f; }
 
 enum { MAX_ROUNDS = 1000, MAX_READERS = 256, EVICT_FLOATS = 64 << 20 };
 

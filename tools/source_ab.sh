@@ -13,22 +13,14 @@ while getopts a:b: o; do
 done
 shift $((OPTIND - 1))
 [ "${1:-}" = "--" ] && shift
-[ -f build/libmhar.a ] || make -s build/libmhar.a   # the rest of mhar, as the default build makes it
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tools/ab_common.sh
 git show "$rev:src/kernels/cpu/route_source.c" > "$tmp/a.c"
-# A's object sees A's headers (found before src/ by the include path).
-mkdir -p "$tmp/inc/kernels/cpu"
 for h in route_impl.h tile_gemm.h; do
     git show "$rev:src/kernels/cpu/$h" > "$tmp/inc/kernels/cpu/$h" 2>/dev/null || rm -f "$tmp/inc/kernels/cpu/$h"
 done
-# The flags of the Makefile's route objects.
-cc=${CC:-cc}
-flags="-Isrc -std=c11 -O3 -march=native -fopenmp -fno-trapping-math -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno"
 names() { echo "-Droute_gather=route_gather_$1 -Droute_keys=route_keys_$1 -Droute_dx_keep=route_dx_keep_$1 \
 -Droute_source_scratch_floats=route_source_scratch_floats_$1"; }
 $cc -I"$tmp/inc" $flags $(names A) -c "$tmp/a.c" -o "$tmp/a.o"
 $cc $flags $(names B) -c "$src" -o "$tmp/b.o"
-$cc $flags tools/source_ab.c "$tmp"/*.o build/libmhar.a -fopenmp -lopenblas -lcjson -lm \
-    $(mpicc --showme:link) -o "$tmp/source_ab"
+ab_link source_ab source_ab.c
 "$tmp/source_ab" "$@"
